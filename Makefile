@@ -1,0 +1,26 @@
+# Two commands on a fresh machine: `make demo` and `make test`.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test venv lint clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PY) >/dev/null 2>&1 || { echo "need $(PY) on PATH"; exit 1; }
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/lint-imports
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+demo: $(STAMP)
+	$(BIN)/python -m kq.demo
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""kq: a Kueue-compatible job queueing system over NATS JetStream."""

@@ -1,0 +1,151 @@
+"""Typed bus messages: commands to the watcher, their outcomes, and decisions.
+
+Every message is a frozen msgspec Struct in a tagged union, decoded with one
+reused Decoder per union. Commands carry a deterministic `id` (used as the
+JetStream Nats-Msg-Id) and the writer's lease `epoch`; the watcher refuses a
+command whose epoch is older than the newest it has seen for that writer.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Union
+
+import msgspec
+
+from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus
+
+
+class _Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    id: str  # deterministic: derived from the decision, so retries are deduplicated
+    cluster: str
+    writer: str  # the service that decided, e.g. "admission"
+    epoch: int = 0  # the writer's lease epoch; 0 means an unfenced writer
+
+
+class _WorkloadCommand(_Command, frozen=True, kw_only=True):
+    namespace: str
+    name: str
+    uid: str  # the command applies to this incarnation only
+
+
+class AdmitWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="AdmitWorkload"):
+    """Reserve quota (status.admission + QuotaReserved); Admitted too when no admission check is pending."""
+
+    admission: Admission
+    admitted: bool = True
+    message: str = ""
+
+
+class EvictWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="EvictWorkload"):
+    """Evict: Evicted condition (and Preempted when preempted), stop the job, release the quota."""
+
+    reason: str  # Kueue eviction reason: Preempted, PodsReadyTimeout, AdmissionCheck, ...
+    message: str
+    preemption_reason: str | None = None  # InClusterQueue, InCohortReclamation, ...
+    preemptor: str | None = None  # ns/name of the workload that preempted it
+
+
+class SetWorkloadPending(_WorkloadCommand, frozen=True, kw_only=True, tag="SetWorkloadPending"):
+    """Record why a workload is pending (QuotaReserved=False with a reason and message)."""
+
+    reason: str
+    message: str
+
+
+class DeactivateWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="DeactivateWorkload"):
+    """spec.active=false with an Evicted(Deactivated) condition."""
+
+    reason: str
+    message: str
+
+
+class SetClusterQueueStatus(_Command, frozen=True, kw_only=True, tag="SetClusterQueueStatus"):
+    name: str
+    status: ClusterQueueStatus
+
+
+class SetLocalQueueStatus(_Command, frozen=True, kw_only=True, tag="SetLocalQueueStatus"):
+    namespace: str
+    name: str
+    status: LocalQueueStatus
+
+
+class Fence(_Command, frozen=True, kw_only=True, tag="Fence"):
+    """A new lease holder's first command: from here on older epochs are refused."""
+
+
+Command = Union[
+    AdmitWorkload,
+    EvictWorkload,
+    SetWorkloadPending,
+    DeactivateWorkload,
+    SetClusterQueueStatus,
+    SetLocalQueueStatus,
+    Fence,
+]
+
+COMMAND_KIND: dict[type, str] = {
+    AdmitWorkload: "workload",
+    EvictWorkload: "workload",
+    SetWorkloadPending: "workload",
+    DeactivateWorkload: "workload",
+    SetClusterQueueStatus: "clusterqueue",
+    SetLocalQueueStatus: "localqueue",
+    Fence: "fence",
+}
+
+
+class CommandOutcome(msgspec.Struct, frozen=True, kw_only=True):
+    """What the watcher did with a command, published to the writer's outcome subject."""
+
+    command_id: str
+    cluster: str
+    writer: str
+    epoch: int
+    applied: bool
+    reason: str = ""  # why it was refused: StaleEpoch, NotFound, UidMismatch, AlreadyAdmitted, ...
+    resource_version: str = ""  # of the object after the write (or the newest seen when refused)
+
+
+# Decisions: what a service decided and why (KQ_EVENTS). `kq describe` shows them.
+
+
+class _Decision(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    id: str
+    cluster: str
+    namespace: str
+    name: str
+    at: str  # RFC 3339 time of the decision (the core's `now`)
+    message: str
+
+
+class WorkloadAdmittedEvent(_Decision, frozen=True, kw_only=True, tag="Admitted"):
+    cluster_queue: str
+    flavors: dict[str, dict[str, str]]  # podset -> resource -> flavor
+    borrowing: bool = False
+
+
+class WorkloadPendingEvent(_Decision, frozen=True, kw_only=True, tag="Pending"):
+    reason: str
+
+
+class WorkloadPreemptedEvent(_Decision, frozen=True, kw_only=True, tag="Preempted"):
+    preemptor: str
+    reason: str  # InClusterQueue, InCohortReclamation, InCohortFairSharing, InCohortReclaimWhileBorrowing
+
+
+class WorkloadEvictedEvent(_Decision, frozen=True, kw_only=True, tag="Evicted"):
+    reason: str
+
+
+Decision = Union[WorkloadAdmittedEvent, WorkloadPendingEvent, WorkloadPreemptedEvent, WorkloadEvictedEvent]
+
+# One reused decoder/encoder per union.
+command_decoder = msgspec.json.Decoder(Command)
+outcome_decoder = msgspec.json.Decoder(CommandOutcome)
+decision_decoder = msgspec.json.Decoder(Decision)
+encoder = msgspec.json.Encoder()
+
+
+def command_kind(cmd: Command) -> Literal["workload", "clusterqueue", "localqueue", "fence"]:
+    return COMMAND_KIND[type(cmd)]  # type: ignore[return-value]

@@ -1,0 +1,133 @@
+"""The one place that builds and parses NATS subjects.
+
+Kubernetes names may contain dots, which NATS uses as the token separator, so
+names are escaped: "." becomes "~" (never valid in a Kubernetes name).
+Cluster-scoped objects use "_" as their namespace token (never valid either).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+VERSION = "v1"
+PREFIX = f"kq.{VERSION}"
+
+# Streams and buckets.
+OBJECTS_STREAM = "KQ_OBJECTS"
+COMMANDS_STREAM = "KQ_CMD"
+EVENTS_STREAM = "KQ_EVENTS"
+MK_STREAM = "KQ_MK"
+LEASE_BUCKET = "KQ_LEASES"
+
+OBJECTS_ALL = f"{PREFIX}.obj.>"
+SYNC_ALL = f"{PREFIX}.sync.>"
+COMMANDS_ALL = f"{PREFIX}.cmd.>"
+EVENTS_ALL = f"{PREFIX}.evt.>"
+OUTCOMES_ALL = f"{PREFIX}.out.>"
+DEAD_LETTERS_ALL = f"{PREFIX}.dlq.>"
+TAS_SOLVE = f"{PREFIX}.tas.solve"
+
+_CLUSTER_SCOPE = "_"
+
+
+def escape(token: str) -> str:
+    if not token:
+        raise ValueError("empty subject token")
+    if any(c in token for c in " \t\r\n*>~"):
+        raise ValueError(f"cannot use {token!r} in a subject")
+    return token.replace(".", "~")
+
+
+def unescape(token: str) -> str:
+    return token.replace("~", ".")
+
+
+def _ns(namespace: str | None) -> str:
+    return escape(namespace) if namespace else _CLUSTER_SCOPE
+
+
+class ObjectKey(NamedTuple):
+    cluster: str
+    kind: str  # lower-case Kubernetes kind: "workload", "clusterqueue", "job", ...
+    namespace: str  # "" for cluster-scoped objects
+    name: str
+
+
+def object_subject(cluster: str, kind: str, namespace: str | None, name: str) -> str:
+    """Last value of one object in the mirror."""
+    return f"{PREFIX}.obj.{escape(cluster)}.{kind.lower()}.{_ns(namespace)}.{escape(name)}"
+
+
+def object_filter(cluster: str = "*", kind: str = "*") -> str:
+    """A filter over the mirror: every object of a kind (or all kinds) in a cluster (or all)."""
+    c = cluster if cluster == "*" else escape(cluster)
+    k = kind if kind == "*" else kind.lower()
+    return f"{PREFIX}.obj.{c}.{k}.>"
+
+
+def parse_object_subject(subject: str) -> ObjectKey:
+    parts = subject.split(".")
+    if len(parts) != 7 or parts[0] != "kq" or parts[1] != VERSION or parts[2] != "obj":
+        raise ValueError(f"not an object subject: {subject!r}")
+    ns = "" if parts[5] == _CLUSTER_SCOPE else unescape(parts[5])
+    return ObjectKey(unescape(parts[3]), parts[4], ns, unescape(parts[6]))
+
+
+def sync_subject(cluster: str, kind: str) -> str:
+    """Marker the watcher publishes after each full list of a kind (in KQ_OBJECTS, so it is ordered)."""
+    return f"{PREFIX}.sync.{escape(cluster)}.{kind.lower()}"
+
+
+def parse_sync_subject(subject: str) -> tuple[str, str]:
+    parts = subject.split(".")
+    if len(parts) != 5 or parts[2] != "sync":
+        raise ValueError(f"not a sync subject: {subject!r}")
+    return unescape(parts[3]), parts[4]
+
+
+def command_subject(cluster: str, kind: str) -> str:
+    return f"{PREFIX}.cmd.{escape(cluster)}.{kind.lower()}"
+
+
+def command_filter(cluster: str = "*") -> str:
+    c = cluster if cluster == "*" else escape(cluster)
+    return f"{PREFIX}.cmd.{c}.*"
+
+
+def outcome_subject(writer: str, cluster: str) -> str:
+    """Where the watcher reports what became of a writer's command."""
+    return f"{PREFIX}.out.{escape(writer)}.{escape(cluster)}"
+
+
+def event_subject(cluster: str, kind: str, namespace: str | None, name: str) -> str:
+    """Decisions with reasons (audit, `kq describe`). Keyed by cluster like everything else."""
+    return f"{PREFIX}.evt.{escape(cluster)}.{kind.lower()}.{_ns(namespace)}.{escape(name)}"
+
+
+def event_filter(cluster: str = "*", kind: str = "*", namespace: str | None = None, name: str | None = None) -> str:
+    c = cluster if cluster == "*" else escape(cluster)
+    k = kind if kind == "*" else kind.lower()
+    if name is None:
+        return f"{PREFIX}.evt.{c}.{k}.>"
+    return f"{PREFIX}.evt.{c}.{k}.{_ns(namespace)}.{escape(name)}"
+
+
+def dead_letter_subject(service: str) -> str:
+    return f"{PREFIX}.dlq.{escape(service)}"
+
+
+def health_subject(service: str) -> str:
+    return f"{PREFIX}.health.{escape(service)}"
+
+
+def lease_key(service: str, partition: str) -> str:
+    """KV key of a writer's lease (KV keys allow dots, so the partition stays readable)."""
+    return f"{escape(service)}.{escape(partition)}"
+
+
+def mk_pending_subject(namespace: str, name: str) -> str:
+    return f"{PREFIX}.mk.pending.{escape(namespace)}.{escape(name)}"
+
+
+def mk_nominate_subject(namespace: str, name: str) -> str:
+    return f"{PREFIX}.mk.nominate.{escape(namespace)}.{escape(name)}"
