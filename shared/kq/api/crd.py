@@ -1,0 +1,178 @@
+"""CustomResourceDefinitions for the Kueue kinds, generated from kq's own Structs.
+
+msgspec's JSON Schema of each Struct is made structural (what apiextensions.k8s.io/v1
+requires): $refs inlined, Optional[...] unwrapped, quantities in Kubernetes'
+int-or-string form, enums typed, lenient core types (pod templates) marked
+x-kubernetes-preserve-unknown-fields so the API server keeps what kq does not model.
+
+    python -m kq.api.crd            # print every CRD as one YAML stream
+    python -m kq.api.crd --write    # and write it to deploy/crds/kueue.yaml
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+import yaml
+
+from kq.api.constants import KUEUE_GROUP
+from kq.api.meta import QUANTITY_MARK
+from kq.api.registry import KINDS, KindInfo
+
+__all__ = ["QUANTITY_PATTERN", "openapi_schema", "crd_for", "all_crds", "render_crds"]
+
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+_ZERO_DEFAULTS = (None, "", 0, False, {}, [])
+
+
+def _quantity(description: str | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+    if description:
+        out["description"] = description
+    out["pattern"] = QUANTITY_PATTERN
+    out["x-kubernetes-int-or-string"] = True
+    return out
+
+
+class _Structural:
+    def __init__(self, defs: dict[str, Any]) -> None:
+        self.defs = defs
+
+    def resolve(self, node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = {**self.defs[node["$ref"].rsplit("/", 1)[1]], **{k: v for k, v in node.items() if k != "$ref"}}
+        return node
+
+    def convert(self, node: dict[str, Any]) -> dict[str, Any]:
+        node = self.resolve(node)
+        if node.get(QUANTITY_MARK):
+            return self._default(_quantity(node.get("description")), node)
+        if "anyOf" in node:
+            alts = [a for a in node["anyOf"] if a != {"type": "null"}]
+            if len(alts) != 1:
+                raise ValueError(f"cannot make a structural schema of anyOf {node['anyOf']}")
+            inner = self.convert(alts[0])
+            extra = {k: v for k, v in node.items() if k not in ("anyOf", "default", "title")}
+            out = {**inner, **extra}
+            if len(alts) != len(node["anyOf"]):
+                out["nullable"] = True
+            return self._default(out, node)
+        out: dict[str, Any] = {}
+        if "description" in node:
+            out["description"] = node["description"]
+        if "enum" in node:
+            values = node["enum"]
+            out["type"] = "string" if all(isinstance(v, str) for v in values) else "integer"
+            out["enum"] = list(values)
+        elif "type" in node:
+            out["type"] = node["type"]
+        for key in ("minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems", "minProperties",
+                    "maxProperties", "pattern", "format"):
+            if key in node:
+                out[key] = node[key]
+        if node.get("type") == "array":
+            out["items"] = self.convert(node.get("items", {}))
+        if node.get("type") == "object":
+            props = node.get("properties")
+            if props is not None:
+                out["properties"] = {name: self.convert(sub) for name, sub in props.items()}
+                if node.get("required"):
+                    out["required"] = list(node["required"])
+                if node.get("additionalProperties") is not False:  # a lenient (core) Struct
+                    out["x-kubernetes-preserve-unknown-fields"] = True
+            elif isinstance(node.get("additionalProperties"), dict) and node["additionalProperties"]:
+                out["additionalProperties"] = self.convert(node["additionalProperties"])
+            else:  # a raw sub-object: keep whatever it holds
+                out["x-kubernetes-preserve-unknown-fields"] = True
+        return self._default(out, node)
+
+    @staticmethod
+    def _default(out: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+        # Zero values are what an absent field already means; only real defaults are worth stating.
+        if "default" not in node:
+            return out
+        value = msgspec.json.decode(msgspec.json.encode(node["default"]))  # tuples, Structs -> JSON values
+        if not any(value == z and type(value) is type(z) for z in _ZERO_DEFAULTS):
+            out["default"] = value
+        return out
+
+
+def openapi_schema(struct_type: type) -> dict[str, Any]:
+    """The structural openAPIV3Schema of one top-level kind."""
+    (root,), defs = msgspec.json.schema_components([struct_type], ref_template="#/$defs/{name}")
+    conv = _Structural(defs)
+    top = conv.resolve(root)
+    props: dict[str, Any] = {
+        "apiVersion": {"type": "string"},
+        "kind": {"type": "string"},
+        "metadata": {"type": "object"},
+    }
+    for name, sub in top["properties"].items():
+        if name in ("apiVersion", "kind", "metadata"):
+            continue
+        schema = conv.convert(sub)
+        schema.pop("default", None)  # spec/status: no whole-object defaults at the top
+        props[name] = schema
+    out: dict[str, Any] = {"type": "object"}
+    if top.get("description"):
+        out["description"] = top["description"]
+    out["properties"] = props
+    required = [r for r in top.get("required", []) if r not in ("apiVersion", "kind", "metadata")]
+    if required:
+        out["required"] = required
+    return out
+
+
+def crd_for(info: KindInfo) -> dict[str, Any]:
+    version: dict[str, Any] = {
+        "name": info.version,
+        "served": True,
+        "storage": True,
+        "schema": {"openAPIV3Schema": openapi_schema(info.type)},
+    }
+    if info.has_status:
+        version["subresources"] = {"status": {}}
+    names: dict[str, Any] = {
+        "kind": info.kind,
+        "listKind": f"{info.kind}List",
+        "plural": info.plural,
+        "singular": info.token,
+    }
+    if info.short_names:
+        names["shortNames"] = list(info.short_names)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{info.plural}.{info.group}"},
+        "spec": {
+            "group": info.group,
+            "names": names,
+            "scope": "Namespaced" if info.namespaced else "Cluster",
+            "versions": [version],
+        },
+    }
+
+
+def all_crds() -> list[dict[str, Any]]:
+    return [crd_for(i) for i in KINDS if i.group == KUEUE_GROUP]
+
+
+def render_crds() -> str:
+    header = "# Generated by `python -m kq.api.crd --write` from shared/kq/api; do not edit.\n"
+    return header + yaml.safe_dump_all(all_crds(), sort_keys=False, explicit_start=True, width=120)
+
+
+if __name__ == "__main__":  # the shell: print, and write the committed copy on request
+    import sys
+    from pathlib import Path
+
+    text = render_crds()
+    sys.stdout.write(text)
+    if "--write" in sys.argv[1:]:
+        target = Path(__file__).resolve().parents[3] / "deploy" / "crds" / "kueue.yaml"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        print(f"wrote {target}", file=sys.stderr)

@@ -1,0 +1,238 @@
+"""deploy/, compose.yaml and the Dockerfile, checked without a cluster or a container engine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from kq.api import KINDS
+from kq.config import parse_config
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+SERVICES = ("watcher", "admission", "tas", "dispatcher", "gc", "podsready")
+ALLOWED_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
+NAMESPACE = "kq-system"
+CLUSTER_SCOPED = {
+    "Namespace",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionPolicyBinding",
+}
+
+
+def _kustomization() -> dict[str, Any]:
+    return yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+
+
+def _manifests() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for rel in _kustomization()["resources"]:
+        for doc in yaml.safe_load_all((DEPLOY / rel).read_text()):
+            if doc is not None:
+                out.append((rel, doc))
+    return out
+
+
+MANIFESTS = _manifests()
+
+
+def _of_kind(kind: str) -> list[dict[str, Any]]:
+    return [d for _, d in MANIFESTS if d["kind"] == kind]
+
+
+def test_kustomization_lists_every_manifest():
+    listed = set(_kustomization()["resources"])
+    on_disk = {
+        str(p.relative_to(DEPLOY))
+        for p in DEPLOY.rglob("*.yaml")
+        if p.name != "kustomization.yaml" and p.parts[len(DEPLOY.parts)] != "compose"
+    }
+    assert listed == on_disk
+
+
+@pytest.mark.parametrize(("source", "doc"), MANIFESTS, ids=[f"{s}:{d.get('kind')}/{d.get('metadata', {}).get('name')}" for s, d in MANIFESTS])
+def test_manifest_shape(source, doc):
+    assert isinstance(doc.get("apiVersion"), str) and doc["apiVersion"], source
+    assert isinstance(doc.get("kind"), str) and doc["kind"], source
+    assert doc.get("metadata", {}).get("name"), source
+    if doc["kind"] in CLUSTER_SCOPED:
+        assert "namespace" not in doc["metadata"], source
+    else:
+        assert doc["metadata"].get("namespace") == NAMESPACE, source
+
+
+def _deployments() -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in _of_kind("Deployment")}
+
+
+def test_one_deployment_per_service_from_one_image():
+    deps = _deployments()
+    assert set(deps) == {f"kq-{s}" for s in SERVICES}
+    images = set()
+    for name in SERVICES:
+        (container,) = deps[f"kq-{name}"]["spec"]["template"]["spec"]["containers"]
+        assert container["command"] == ["python", "-m", f"services.{name}"]
+        assert (ROOT / "services" / name).is_dir()  # services/<name>/__main__.py is that service's entry point
+        images.add(container["image"])
+    assert images == {"kq:latest"}
+
+
+def test_deployments_read_config_from_the_configmap():
+    configmaps = {c["metadata"]["name"]: c for c in _of_kind("ConfigMap")}
+    for name, dep in _deployments().items():
+        pod = dep["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        env = {e["name"]: e for e in container["env"]}
+        config_path = env["KQ_CONFIG"]["value"]
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        mount_dir, key = config_path.rsplit("/", 1)
+        volume = next(v for v in pod["volumes"] if v["name"] == mounts[mount_dir])
+        cm = configmaps[volume["configMap"]["name"]]
+        config = parse_config(cm["data"][key], f"{name}:{config_path}")
+        assert config.nats.url.startswith("nats://nats.")
+        assert config.nats.stream_replicas == 3
+        for cluster in config.clusters:  # kubeconfigs named by the config are in the same ConfigMap
+            assert cluster.kubeconfig.rsplit("/", 1)[1] in cm["data"]
+
+
+def test_every_service_account_exists_and_only_the_watcher_gets_a_token():
+    accounts = {sa["metadata"]["name"]: sa for sa in _of_kind("ServiceAccount")}
+    for name, dep in _deployments().items():
+        pod = dep["spec"]["template"]["spec"]
+        sa = pod["serviceAccountName"]
+        assert sa in accounts, name
+        watcher = name == "kq-watcher"
+        assert pod["automountServiceAccountToken"] is watcher, name
+        assert accounts[sa].get("automountServiceAccountToken") is watcher, name
+    assert len({d["spec"]["template"]["spec"]["serviceAccountName"] for d in _deployments().values()}) == len(SERVICES)
+
+
+def _bindings() -> list[dict[str, Any]]:
+    return _of_kind("RoleBinding") + _of_kind("ClusterRoleBinding")
+
+
+def test_only_the_watcher_is_bound_to_any_role():
+    bindings = _bindings()
+    assert bindings
+    for b in bindings:
+        assert b["subjects"] == [{"kind": "ServiceAccount", "name": "kq-watcher", "namespace": NAMESPACE}]
+        roles = {r["metadata"]["name"] for r in _of_kind(b["roleRef"]["kind"])}
+        assert b["roleRef"]["name"] in roles
+
+
+def _rules() -> list[dict[str, Any]]:
+    return [rule for r in _of_kind("Role") + _of_kind("ClusterRole") for rule in r["rules"]]
+
+
+def test_rbac_verbs_are_least_privilege():
+    for rule in _rules():
+        assert set(rule["verbs"]) <= ALLOWED_VERBS, rule
+        assert "*" not in rule["resources"] and "*" not in rule["apiGroups"], rule
+
+
+def _allowed(group: str, resource: str, verb: str, kind: str = "ClusterRole") -> bool:
+    return any(
+        group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
+        for r in _of_kind(kind)
+        for rule in r["rules"]
+    )
+
+
+def test_watcher_can_do_its_job():
+    for info in KINDS:
+        if info.kind == "Secret":
+            continue
+        for verb in ("list", "watch"):
+            assert _allowed(info.group, info.plural, verb), (info.kind, verb)
+    for resource in ("workloads/status", "clusterqueues/status", "localqueues/status"):
+        assert _allowed("kueue.x-k8s.io", resource, "patch") and _allowed("kueue.x-k8s.io", resource, "update")
+    assert _allowed("kueue.x-k8s.io", "workloads", "create")
+    assert _allowed("batch", "jobs", "patch") and _allowed("batch", "jobs", "update")
+    # kubeconfig Secrets: read, and only in kq's own namespace
+    assert _allowed("", "secrets", "get", kind="Role")
+    assert not _allowed("", "secrets", "get") and not _allowed("", "secrets", "list")
+    assert not _allowed("kueue.x-k8s.io", "clusterqueues", "update")  # specs are the users'
+
+
+def test_nats_is_a_three_node_jetstream_cluster():
+    (sts,) = _of_kind("StatefulSet")
+    assert sts["spec"]["replicas"] == 3
+    (claim,) = sts["spec"]["volumeClaimTemplates"]
+    (container,) = sts["spec"]["template"]["spec"]["containers"]
+    assert any(m["name"] == claim["metadata"]["name"] for m in container["volumeMounts"])
+    services = {s["metadata"]["name"]: s for s in _of_kind("Service")}
+    assert services[sts["spec"]["serviceName"]]["spec"]["clusterIP"] == "None"
+    assert "nats" in services  # the client Service the config points at
+    conf = next(c for c in _of_kind("ConfigMap") if c["metadata"]["name"] == "nats-config")["data"]["nats.conf"]
+    assert "jetstream" in conf and "store_dir: /data" in conf
+    assert conf.count(f"nats-headless.{NAMESPACE}.svc") == 3
+
+
+def test_queued_jobs_are_created_suspended():
+    (policy,) = _of_kind("MutatingAdmissionPolicy")
+    (binding,) = _of_kind("MutatingAdmissionPolicyBinding")
+    assert policy["apiVersion"] == binding["apiVersion"] == "admissionregistration.k8s.io/v1beta1"
+    assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert {"apiGroups": ["batch"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["jobs"]} in rules
+    assert "kueue.x-k8s.io/queue-name" in policy["spec"]["matchConditions"][0]["expression"]
+    (mutation,) = policy["spec"]["mutations"]
+    assert "suspend: true" in mutation["applyConfiguration"]["expression"]
+
+
+def _openapi_as_jsonschema(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {k: _openapi_as_jsonschema(v) for k, v in node.items() if k != "nullable"}
+        if node.get("nullable") and "type" in node:
+            out["type"] = [node["type"], "null"]
+        return out
+    return [_openapi_as_jsonschema(v) for v in node] if isinstance(node, list) else node
+
+
+def test_crds_are_valid_json_schema():
+    crds = _of_kind("CustomResourceDefinition")
+    assert len(crds) == sum(1 for i in KINDS if i.group == "kueue.x-k8s.io")
+    for crd in crds:
+        for version in crd["spec"]["versions"]:
+            jsonschema.Draft7Validator.check_schema(_openapi_as_jsonschema(version["schema"]["openAPIV3Schema"]))
+
+
+def _compose() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "compose.yaml").read_text())
+
+
+def test_compose_runs_the_same_stack():
+    services = _compose()["services"]
+    assert set(services) == {"nats", "kubesim", *SERVICES}
+    assert "-js" in services["nats"]["command"]
+    assert services["kubesim"]["command"] == ["python", "-m", "kubesim"]
+    assert (ROOT / "kubesim").is_dir()
+    for name in ("kubesim", *SERVICES):
+        svc = services[name]
+        assert svc["image"] == "kq:latest" and svc["build"] == ".", name
+    for name in SERVICES:
+        svc = services[name]
+        assert svc["command"] == ["python", "-m", f"services.{name}"]
+        assert (ROOT / "services" / name).is_dir()
+        host, target = next(v for v in svc["volumes"] if v.endswith(":/etc/kq/config.yaml:ro")).split(":")[:2]
+        assert svc["environment"]["KQ_CONFIG"] == target
+        config = parse_config((ROOT / host).read_text(), host)
+        assert config.clusters
+        # only the watcher gets the clusters' kubeconfigs
+        assert any(v.startswith("kubeconfigs:") for v in svc["volumes"]) is (name == "watcher")
+
+
+def test_dockerfile_builds_one_image_for_everything():
+    text = (ROOT / "Dockerfile").read_text()
+    assert text.startswith("#") and "FROM python:3.11-slim" in text
+    assert "pip install ." in text
+    for path in ("shared", "kubesim", "services", "pyproject.toml"):
+        assert path in text and (ROOT / path).exists()
+    assert "USER 10001" in text
