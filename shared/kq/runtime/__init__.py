@@ -1,0 +1,34 @@
+"""The one runtime every kq service uses: bus, streams, consumers and ack policy, replay,
+leases, health, and the process lifecycle (run_service)."""
+
+from kq.runtime.bus import Bus, OutMsg, encode_payload
+from kq.runtime.consume import consume, consume_batches
+from kq.runtime.delivery import Delivery
+from kq.runtime.errors import DeadLetter, PermanentError, TemporaryError, dead_letter_decoder
+from kq.runtime.health import HealthStatus, wait_healthy
+from kq.runtime.lease import Lease, lead
+from kq.runtime.replay import Replay
+from kq.runtime.service import run_service, serve
+from kq.runtime.streams import delete_all_streams, ensure_streams
+
+__all__ = [
+    "Bus",
+    "DeadLetter",
+    "Delivery",
+    "HealthStatus",
+    "Lease",
+    "OutMsg",
+    "PermanentError",
+    "Replay",
+    "TemporaryError",
+    "consume",
+    "consume_batches",
+    "dead_letter_decoder",
+    "delete_all_streams",
+    "encode_payload",
+    "ensure_streams",
+    "lead",
+    "run_service",
+    "serve",
+    "wait_healthy",
+]

@@ -1,0 +1,266 @@
+"""The bus connection every kq process uses: connect, streams, publish with PubAck, consumers.
+
+Publishing always goes through JetStream and waits for the PubAck, so "published"
+means stored. A deterministic `msg_id` becomes `Nats-Msg-Id`: a retried publish of
+the same decision is dropped by the stream's duplicate window. The current trace
+context rides along in the headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, Literal, NamedTuple
+
+import msgspec
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import PubAck
+from opentelemetry.trace import NoOpTracerProvider, Tracer, TracerProvider
+
+from kq.config import NatsConfig
+from kq.obs import get_logger, inject_context
+from kq.runtime import consume as _consume
+from kq.runtime import streams
+from kq.runtime.delivery import Delivery
+from kq.runtime.replay import Replay
+
+Payload = bytes | msgspec.Struct
+Handler = Callable[[Delivery], Awaitable[None]]
+BatchHandler = Callable[[list[Delivery]], Awaitable[Sequence[BaseException | None]]]
+
+MSG_ID = "Nats-Msg-Id"
+SCHEDULE = "Nats-Schedule"
+SCHEDULE_TARGET = "Nats-Schedule-Target"
+
+_encoder = msgspec.json.Encoder()
+_RETRYABLE = (nats.errors.TimeoutError, asyncio.TimeoutError, nats.errors.ConnectionClosedError,
+              nats.errors.ConnectionReconnectingError, nats.errors.StaleConnectionError,
+              nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)
+
+
+class OutMsg(NamedTuple):
+    """One message for publish_many."""
+
+    subject: str
+    payload: Payload
+    msg_id: str | None
+    headers: Mapping[str, str] | None = None
+
+
+def encode_payload(payload: Payload) -> bytes:
+    return payload if isinstance(payload, (bytes, bytearray)) else _encoder.encode(payload)
+
+
+def schedule_time(at: datetime) -> str:
+    """RFC 3339 UTC with milliseconds, as Nats-Schedule `@at` wants it."""
+    if at.tzinfo is None:
+        raise ValueError("schedule time must be timezone-aware")
+    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+class Bus:
+    def __init__(
+        self,
+        nc: Client,
+        config: NatsConfig,
+        name: str,
+        *,
+        instance: str = "0",
+        tracer_provider: TracerProvider | None = None,
+        publish_timeout_s: float = 5.0,
+        publish_attempts: int = 4,
+    ) -> None:
+        self.nc = nc
+        self.js: JetStreamContext = nc.jetstream(timeout=publish_timeout_s)
+        self.config = config
+        self.name = name
+        self.instance = instance
+        self.tracer: Tracer = (tracer_provider or NoOpTracerProvider()).get_tracer("kq.runtime")
+        self.publish_timeout_s = publish_timeout_s
+        self.publish_attempts = publish_attempts
+        self.status = "starting"  # reported by the health responder; see mark_ready
+        self.log = get_logger("kq.bus", service=name, instance=instance)
+
+    @classmethod
+    async def connect(
+        cls,
+        config: NatsConfig,
+        name: str,
+        *,
+        instance: str = "0",
+        tracer_provider: TracerProvider | None = None,
+        connect_timeout_s: float = 30.0,
+    ) -> Bus:
+        """Connect, retrying for up to connect_timeout_s (the server may still be starting);
+        once connected, reconnect forever."""
+        log = get_logger("kq.bus", service=name, instance=instance)
+        connected = False  # nats-py retries the first connect itself; stay quiet until then
+
+        async def on_error(e: Exception) -> None:
+            if connected:
+                log.warning("nats error", error=repr(e))
+
+        async def on_disconnected() -> None:
+            if connected and not nc.is_draining and not nc.is_closed:
+                log.warning("nats disconnected")
+
+        async def on_reconnected() -> None:
+            log.info("nats reconnected")
+
+        nc = Client()
+        try:
+            await asyncio.wait_for(
+                nc.connect(
+                    config.url,
+                    name=f"{name}-{instance}",
+                    connect_timeout=2,
+                    reconnect_time_wait=0.5,
+                    max_reconnect_attempts=-1,
+                    allow_reconnect=True,
+                    error_cb=on_error,
+                    disconnected_cb=on_disconnected,
+                    reconnected_cb=on_reconnected,
+                ),
+                timeout=connect_timeout_s,
+            )
+        except (asyncio.TimeoutError, nats.errors.Error, OSError) as e:
+            try:
+                await nc.close()
+            except Exception:
+                pass
+            raise ConnectionError(f"cannot connect to NATS at {config.url} within {connect_timeout_s}s: {e!r}") from e
+        connected = True
+        return cls(nc, config, name, instance=instance, tracer_provider=tracer_provider)
+
+    async def ensure_streams(self) -> None:
+        await streams.ensure_streams(self.js, self.config)
+
+    def mark_ready(self) -> None:
+        self.status = "ready"
+
+    async def close(self) -> None:
+        """Drain: stop subscriptions, flush what was published, close."""
+        if self.nc.is_closed:
+            return
+        try:
+            await self.nc.drain()
+        except Exception:
+            await self.nc.close()
+
+    # -- publishing ------------------------------------------------------------------------
+
+    def _headers(self, msg_id: str | None, headers: Mapping[str, str] | None) -> dict[str, str]:
+        h = dict(headers) if headers else {}
+        if msg_id is not None:
+            h[MSG_ID] = msg_id
+        return inject_context(h)
+
+    async def publish(
+        self,
+        subject: str,
+        payload: Payload,
+        *,
+        msg_id: str | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> PubAck:
+        """Publish to JetStream and wait for the PubAck; retried on timeouts (deduplicated by msg_id)."""
+        data = encode_payload(payload)
+        hdrs = self._headers(msg_id, headers)
+        delay = 0.1
+        for attempt in range(1, self.publish_attempts + 1):
+            try:
+                return await self.js.publish(subject, data, headers=hdrs, timeout=self.publish_timeout_s)
+            except _RETRYABLE as e:
+                if attempt == self.publish_attempts:
+                    raise
+                self.log.warning("publish retry", subject=subject, attempt=attempt, error=repr(e))
+                await asyncio.sleep(delay)
+                delay = min(delay * 3, 2.0)
+        raise AssertionError("unreachable")
+
+    async def publish_many(self, msgs: Iterable[OutMsg]) -> list[PubAck]:
+        """Publish many concurrently (one write each, acks awaited together); failed ones are
+        retried one by one. Returns the acks in order."""
+        items = list(msgs)
+        if not items:
+            return []
+        futures: list[asyncio.Future[PubAck]] = []
+        try:
+            for m in items:
+                data = encode_payload(m.payload)
+                futures.append(await self.js.publish_async(m.subject, data, headers=self._headers(m.msg_id, m.headers)))
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+        done, not_done = await asyncio.wait(futures, timeout=self.publish_timeout_s)
+        for f in not_done:
+            f.cancel()
+        acks: list[PubAck] = []
+        for m, f in zip(items, futures):
+            if f in done and not f.cancelled() and f.exception() is None:
+                acks.append(f.result())
+                continue
+            err = None if f.cancelled() else f.exception()
+            if err is not None and not isinstance(err, _RETRYABLE):
+                raise err
+            acks.append(await self.publish(m.subject, m.payload, msg_id=m.msg_id, headers=m.headers))
+        return acks
+
+    async def schedule(
+        self,
+        schedule_subject: str,
+        target_subject: str,
+        at: datetime,
+        payload: Payload,
+        *,
+        msg_id: str | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> PubAck:
+        """A JetStream message schedule: at `at` the server stores `payload` on target_subject.
+        Both subjects must be in the same stream (KQ_EVENTS or KQ_MK). Publishing again on the
+        same schedule_subject replaces the timer (keep one schedule subject per timer)."""
+        h = dict(headers) if headers else {}
+        h[SCHEDULE] = f"@at {schedule_time(at)}"
+        h[SCHEDULE_TARGET] = target_subject
+        return await self.publish(schedule_subject, payload, msg_id=msg_id, headers=h)
+
+    async def cancel_schedule(self, stream: str, schedule_subject: str) -> None:
+        await self.js.purge_stream(stream, subject=schedule_subject)
+
+    # -- consuming (see consume.py and replay.py) ------------------------------------------------
+
+    async def consume(
+        self,
+        durable: str,
+        stream: str,
+        filter_subjects: str | Sequence[str],
+        handler: Handler,
+        **options: Any,
+    ) -> None:
+        await _consume.consume(self, durable, stream, filter_subjects, handler, **options)
+
+    async def consume_batches(
+        self,
+        durable: str,
+        stream: str,
+        filter_subjects: str | Sequence[str],
+        handler_batch: BatchHandler,
+        **options: Any,
+    ) -> None:
+        await _consume.consume_batches(self, durable, stream, filter_subjects, handler_batch, **options)
+
+    def replay(
+        self,
+        stream: str,
+        filter_subjects: str | Sequence[str],
+        handler: Handler,
+        *,
+        deliver: Literal["all", "last_per_subject"] = "all",
+        batch: int = 1000,
+    ) -> Replay:
+        return Replay(self, stream, filter_subjects, handler, deliver=deliver, batch=batch)

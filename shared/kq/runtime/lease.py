@@ -1,0 +1,233 @@
+"""One active writer per partition: a lease in the KQ_LEASES KV bucket.
+
+- acquire: create the key only if it has no value (expected last subject sequence);
+  the value's revision at creation is the holder's `epoch`, strictly increasing
+  across holders because it is a stream sequence.
+- keep alive: rewrite the value with the expected revision; each write carries
+  `Nats-TTL`, so a holder that stops renewing loses the key after `ttl` seconds
+  (per-message TTL, nats-server >= 2.11; whole seconds, at least 1).
+- lost: a rewrite refused (someone else holds it) or no successful renewal within
+  the TTL -> `lost` is set and the owner must stop deciding at once.
+- standby: polls until the key is free, then acquires with a higher epoch.
+
+nats-py's KeyValue.update() cannot carry a TTL, so we publish to the bucket's
+subjects ourselves; the values stay readable with the ordinary KV API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, TypeVar
+
+import msgspec
+import nats.errors
+from nats.js.errors import APIError, NotFoundError
+
+from kq import subjects
+from kq.runtime.streams import LEASE_BUCKET_MAX_AGE_S, LEASE_PREFIX, LEASE_STREAM
+
+if TYPE_CHECKING:
+    from kq.runtime.bus import Bus
+
+T = TypeVar("T")
+
+_EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
+_TTL = "Nats-TTL"
+_KV_OP = "KV-Operation"
+_WRONG_LAST_SEQUENCE = (10071, 10164)
+
+
+class LeaseValue(msgspec.Struct, frozen=True, kw_only=True):
+    holder: str
+    service: str
+    partition: str
+    epoch: int  # 0 in the creating write (its revision becomes the epoch), then the epoch
+    renewed_at: str
+
+
+_decoder = msgspec.json.Decoder(LeaseValue)
+_encoder = msgspec.json.Encoder()
+
+
+class Lease:
+    def __init__(
+        self,
+        bus: Bus,
+        service: str,
+        partition: str,
+        holder: str,
+        ttl: int = 10,
+        *,
+        renew_interval: float | None = None,
+        poll_interval: float | None = None,
+    ) -> None:
+        if not isinstance(ttl, int) or ttl < 1 or ttl * 2 > LEASE_BUCKET_MAX_AGE_S:
+            raise ValueError(f"lease ttl must be whole seconds in [1, {int(LEASE_BUCKET_MAX_AGE_S // 2)}], got {ttl!r}")
+        self._bus = bus
+        self.service = service
+        self.partition = partition
+        self.holder = holder
+        self.ttl = ttl
+        self.key = subjects.lease_key(service, partition)
+        self.subject = LEASE_PREFIX + self.key
+        self.renew_interval = renew_interval if renew_interval is not None else ttl / 3
+        self.poll_interval = poll_interval if poll_interval is not None else max(0.1, ttl / 5)
+        self._margin = min(0.5, ttl / 10)  # stop deciding a little before the server expires us
+        self.epoch: int | None = None
+        self.revision = 0
+        self._valid_until = 0.0
+        self.lost = asyncio.Event()
+
+    # -- state -------------------------------------------------------------------------------
+
+    def is_held(self) -> bool:
+        return self.epoch is not None and not self.lost.is_set() and time.monotonic() < self._valid_until
+
+    async def current(self) -> tuple[int, LeaseValue] | None:
+        """The current holder's (revision, value), or None when the lease is free."""
+        rev, value = await self._last()
+        return (rev, value) if value is not None else None
+
+    async def _last(self) -> tuple[int, LeaseValue | None]:
+        """Revision of the key's last message (0 if none) and its value (None if free/deleted)."""
+        try:
+            raw = await self._bus.js.get_msg(LEASE_STREAM, subject=self.subject, direct=True)
+        except NotFoundError:
+            return 0, None
+        headers = raw.headers or {}
+        if headers.get(_KV_OP) in ("DEL", "PURGE") or not raw.data:
+            return int(raw.seq or 0), None
+        return int(raw.seq or 0), _decoder.decode(raw.data)
+
+    def _value(self, epoch: int) -> bytes:
+        now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        return _encoder.encode(LeaseValue(holder=self.holder, service=self.service, partition=self.partition,
+                                          epoch=epoch, renewed_at=now))
+
+    async def _write(self, expected: int, epoch: int) -> int | None:
+        """Conditional write with TTL; the new revision, or None when the expectation failed."""
+        headers = {_EXPECTED_LAST_SUBJECT_SEQ: str(expected), _TTL: f"{self.ttl}s"}
+        try:
+            ack = await self._bus.js.publish(self.subject, self._value(epoch), headers=headers)
+        except APIError as e:
+            if e.err_code in _WRONG_LAST_SEQUENCE:
+                return None
+            raise
+        return ack.seq
+
+    # -- acquire / renew / release ------------------------------------------------------------
+
+    async def try_acquire(self) -> bool:
+        last, value = await self._last()
+        if value is not None:
+            return False
+        sent = time.monotonic()
+        rev = await self._write(last, 0)
+        if rev is None:
+            return False
+        self.epoch = rev
+        self.revision = rev
+        self._valid_until = sent + self.ttl - self._margin
+        self.lost.clear()
+        return True
+
+    async def acquire(self, timeout: float | None = None) -> int:
+        """Wait until this holder has the lease (standby polling); returns the epoch."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            try:
+                if await self.try_acquire():
+                    assert self.epoch is not None
+                    return self.epoch
+            except (nats.errors.TimeoutError, nats.errors.ConnectionReconnectingError, asyncio.TimeoutError):
+                pass
+            if deadline is not None and time.monotonic() > deadline:
+                held = await self.current()
+                raise TimeoutError(f"lease {self.key} not acquired within {timeout}s; held by {held}")
+            await asyncio.sleep(self.poll_interval)
+
+    async def renew(self) -> bool:
+        """Extend the lease; False (and `lost` set) when it is gone."""
+        if self.epoch is None or self.lost.is_set():
+            return False
+        sent = time.monotonic()
+        try:
+            rev = await self._write(self.revision, self.epoch)
+            if rev is None:
+                # Our previous renewal may have been stored although its ack was lost: adopt it.
+                last, value = await self._last()
+                if value is not None and value.holder == self.holder and value.epoch == self.epoch:
+                    self.revision = last
+                    rev = await self._write(self.revision, self.epoch)
+        except (nats.errors.Error, asyncio.TimeoutError):
+            rev = -1  # unknown: maybe applied; we keep trying until our TTL would have run out
+        if rev is None:
+            self._lose("another holder wrote the lease")
+            return False
+        if rev > 0:
+            self.revision = rev
+            self._valid_until = sent + self.ttl - self._margin
+            return True
+        if time.monotonic() >= self._valid_until:
+            self._lose("no successful renewal within the TTL")
+            return False
+        return True
+
+    def _lose(self, why: str) -> None:
+        if not self.lost.is_set():
+            self._bus.log.warning("lease lost", key=self.key, epoch=self.epoch, holder=self.holder, reason=why)
+        self.lost.set()
+
+    async def keep_alive(self) -> None:
+        """Renew until the lease is lost (then return, with `lost` set)."""
+        while not self.lost.is_set():
+            wait = self.renew_interval
+            if self.revision and time.monotonic() + wait > self._valid_until:
+                wait = max(0.05, min(wait, self._valid_until - time.monotonic()) / 2)
+            await asyncio.sleep(wait)
+            if not await self.renew() or time.monotonic() >= self._valid_until:
+                self._lose("lease expired before renewal")
+                return
+
+    async def release(self) -> None:
+        """Give the lease up now (a delete marker at our revision) so a standby need not wait the TTL."""
+        if self.epoch is None:
+            return
+        if not self.lost.is_set():
+            headers = {_EXPECTED_LAST_SUBJECT_SEQ: str(self.revision), _KV_OP: "DEL"}
+            try:
+                await self._bus.js.publish(self.subject, b"", headers=headers)
+            except (APIError, nats.errors.Error):
+                pass  # someone else has it already, or it will expire
+        self.lost.set()
+        self.epoch = None
+
+
+async def lead(lease: Lease, work: Callable[[int], Awaitable[T]]) -> T:
+    """Hold the lease and run work(epoch) while it is held; if the lease is lost, cancel the
+    work, wait to acquire again (hot standby), and start it anew with the new epoch.
+    Returns when work returns (releasing the lease)."""
+    while True:
+        epoch = await lease.acquire()
+        lease._bus.log.info("lease acquired", key=lease.key, epoch=epoch, holder=lease.holder)
+        worker = asyncio.create_task(work(epoch))
+        keeper = asyncio.create_task(lease.keep_alive())
+        try:
+            await asyncio.wait({worker, keeper}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # shutting down: hand over at once
+            for t in (worker, keeper):
+                t.cancel()
+            await asyncio.gather(worker, keeper, return_exceptions=True)
+            await lease.release()
+            raise
+        keeper.cancel()
+        if not worker.done():
+            worker.cancel()
+            lease.lost.set()  # whatever ended the keeper, we no longer know that we hold it
+        await asyncio.gather(worker, keeper, return_exceptions=True)
+        if worker.done() and not worker.cancelled() and not lease.lost.is_set():
+            await lease.release()
+            return worker.result()

@@ -1,0 +1,120 @@
+"""run_service: the whole life of a kq service process, so each __main__.py is a few lines.
+
+    from kq.runtime import run_service
+    from services.gc.service import main      # async def main(bus: Bus, config: Config) -> None
+
+    if __name__ == "__main__":
+        raise SystemExit(run_service("gc", main))
+
+Load config -> logging and tracing -> connect -> ensure streams -> health responder ->
+main(bus, config) in a TaskGroup until it returns or SIGTERM/SIGINT -> cancel, drain,
+exit 0. A failure in main exits 1 (logged); a bad configuration exits 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timezone
+
+from opentelemetry.trace import TracerProvider
+
+from kq.config import Config, ConfigError, load_config
+from kq.obs import ObservabilityError, get_logger, setup_observability
+from kq.runtime.bus import Bus
+from kq.runtime.health import HealthResponder
+
+Main = Callable[[Bus, Config], Awaitable[None]]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_CONFIG = 2
+
+
+class _Stop(Exception):
+    """Raised inside the TaskGroup to cancel main on a stop signal."""
+
+
+async def serve(
+    name: str,
+    main: Main,
+    config: Config,
+    *,
+    ready_when_started: bool = True,
+    stop: asyncio.Event | None = None,
+    shutdown_timeout_s: float = 10.0,
+    tracer_provider: TracerProvider | None = None,
+) -> int:
+    """The async body of run_service; usable in-process with an explicit `stop` event."""
+    log = get_logger("kq.service", service=name, instance=config.instance)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            pass
+    bus = await Bus.connect(config.nats, name, instance=config.instance, tracer_provider=tracer_provider)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    health = HealthResponder(bus.nc, name, config.instance, started_at, lambda: bus.status)
+    code = EXIT_OK
+    try:
+        await bus.ensure_streams()
+        await health.start()
+        log.info("service started", nats=config.nats.url)
+
+        async def until_stopped() -> None:
+            await stop.wait()
+            raise _Stop
+
+        try:
+            async with asyncio.TaskGroup() as tg:
+                main_task = tg.create_task(main(bus, config), name=f"{name}:main")
+                if ready_when_started:
+                    bus.mark_ready()
+                stopper = tg.create_task(until_stopped(), name=f"{name}:stop")
+                main_task.add_done_callback(lambda _t: stopper.cancel())
+        except* _Stop:
+            log.info("stop requested; shutting down")
+        except* Exception as eg:
+            for e in eg.exceptions:
+                log.error("service failed", error=repr(e), exc_info=e)
+            code = EXIT_FAILED
+    finally:
+        bus.status = "stopping"
+        await health.stop()
+        try:
+            await asyncio.wait_for(bus.close(), timeout=shutdown_timeout_s)
+        except (asyncio.TimeoutError, Exception) as e:
+            log.warning("drain did not finish cleanly", error=repr(e))
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+    log.info("service stopped", exit_code=code)
+    return code
+
+
+def run_service(name: str, main: Main, *, ready_when_started: bool = True, config_path: str | None = None) -> int:
+    """Run a service process to completion; returns the exit code for SystemExit.
+
+    ready_when_started=False: main calls bus.mark_ready() itself (e.g. after its replay
+    caught up), and health reports "starting" until then."""
+    try:
+        config = load_config(config_path)
+        obs = setup_observability(name, config)
+    except (ConfigError, ObservabilityError) as e:
+        print(f"{name}: configuration error: {e}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        return asyncio.run(serve(name, main, config, ready_when_started=ready_when_started,
+                                 tracer_provider=obs.tracer_provider))
+    except KeyboardInterrupt:
+        return EXIT_OK
+    except Exception as e:  # could not connect or set up the streams
+        get_logger("kq.service", service=name).error("cannot start", error=repr(e), exc_info=e)
+        return EXIT_FAILED
+    finally:
+        obs.shutdown()

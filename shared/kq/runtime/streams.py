@@ -1,0 +1,144 @@
+"""The JetStream streams and the lease bucket every kq service relies on, created idempotently.
+
+| stream      | subjects                          | retention                                     |
+|-------------|-----------------------------------|-----------------------------------------------|
+| KQ_OBJECTS  | kq.v1.obj.>, kq.v1.sync.>         | last message per subject (mirror; tombstones) |
+| KQ_CMD      | kq.v1.cmd.>                       | work queue                                    |
+| KQ_EVENTS   | kq.v1.evt.>, kq.v1.out.>, .dlq.>  | limits: 7 days, 1 GiB                         |
+| KQ_MK       | kq.v1.mk.>                        | limits: 7 days, 256 MiB                       |
+| KV KQ_LEASES| $KV.KQ_LEASES.>                   | one value per key, per-message TTL            |
+
+KQ_EVENTS and KQ_MK allow JetStream message schedules (timers that survive restarts:
+`Nats-Schedule: @at <time>`, `Nats-Schedule-Target: <subject in the same stream>`).
+KQ_OBJECTS allows per-message TTL so tombstones may carry `Nats-TTL`.
+"""
+
+from __future__ import annotations
+
+from nats.js import JetStreamContext, api
+from nats.js.errors import APIError, NotFoundError
+
+from kq import subjects
+from kq.config import NatsConfig
+
+DAY_S = 24 * 3600.0
+EVENTS_MAX_AGE_S = 7 * DAY_S
+EVENTS_MAX_BYTES = 1 << 30
+MK_MAX_AGE_S = 7 * DAY_S
+MK_MAX_BYTES = 256 << 20
+COMMANDS_MAX_BYTES = 1 << 30
+# Leases carry their own TTL (Nats-TTL); the bucket age only clears values written without one.
+LEASE_BUCKET_MAX_AGE_S = 300.0
+LEASE_STREAM = f"KV_{subjects.LEASE_BUCKET}"
+LEASE_PREFIX = f"$KV.{subjects.LEASE_BUCKET}."
+MK_ALL = f"{subjects.PREFIX}.mk.>"  # subjects.py has the per-object MK subjects only
+
+_ALREADY_IN_USE = 10058  # stream name already in use with a different configuration
+
+
+class StreamSetupError(RuntimeError):
+    pass
+
+
+def stream_configs(config: NatsConfig) -> list[api.StreamConfig]:
+    common = {
+        "storage": api.StorageType.FILE,
+        "num_replicas": config.stream_replicas,
+        "duplicate_window": config.duplicate_window_s,
+    }
+    return [
+        api.StreamConfig(
+            name=subjects.OBJECTS_STREAM,
+            description="kq mirror: the last state of every object (delete = tombstone), and list-sync markers",
+            subjects=[subjects.OBJECTS_ALL, subjects.SYNC_ALL],
+            retention=api.RetentionPolicy.LIMITS,
+            max_msgs_per_subject=1,
+            discard=api.DiscardPolicy.OLD,
+            allow_msg_ttl=True,
+            allow_direct=True,
+            **common,
+        ),
+        api.StreamConfig(
+            name=subjects.COMMANDS_STREAM,
+            description="kq commands to the watcher (work queue)",
+            subjects=[subjects.COMMANDS_ALL],
+            retention=api.RetentionPolicy.WORK_QUEUE,
+            max_bytes=COMMANDS_MAX_BYTES,
+            **common,
+        ),
+        api.StreamConfig(
+            name=subjects.EVENTS_STREAM,
+            description="kq decisions with reasons, command outcomes, dead letters",
+            subjects=[subjects.EVENTS_ALL, subjects.OUTCOMES_ALL, subjects.DEAD_LETTERS_ALL],
+            retention=api.RetentionPolicy.LIMITS,
+            max_age=EVENTS_MAX_AGE_S,
+            max_bytes=EVENTS_MAX_BYTES,
+            allow_msg_schedules=True,
+            **common,
+        ),
+        api.StreamConfig(
+            name=subjects.MK_STREAM,
+            description="kq MultiKueue pending workloads and nominations",
+            subjects=[MK_ALL],
+            retention=api.RetentionPolicy.LIMITS,
+            max_age=MK_MAX_AGE_S,
+            max_bytes=MK_MAX_BYTES,
+            allow_msg_schedules=True,
+            **common,
+        ),
+    ]
+
+
+def lease_bucket_config(config: NatsConfig) -> api.StreamConfig:
+    """The KV bucket's backing stream, as nats-py's create_key_value would build it, plus TTLs."""
+    return api.StreamConfig(
+        name=LEASE_STREAM,
+        description="kq writer leases (one active writer per partition)",
+        subjects=[f"{LEASE_PREFIX}>"],
+        retention=api.RetentionPolicy.LIMITS,
+        max_msgs_per_subject=1,
+        max_age=LEASE_BUCKET_MAX_AGE_S,
+        discard=api.DiscardPolicy.NEW,
+        allow_rollup_hdrs=True,
+        allow_msg_ttl=True,
+        allow_direct=True,
+        deny_delete=True,
+        max_consumers=-1,
+        max_msgs=-1,
+        storage=api.StorageType.FILE,
+        num_replicas=config.stream_replicas,
+        duplicate_window=min(config.duplicate_window_s, LEASE_BUCKET_MAX_AGE_S),
+    )
+
+
+async def _add_or_update(js: JetStreamContext, cfg: api.StreamConfig) -> None:
+    try:
+        await js.add_stream(cfg)
+    except APIError as e:
+        if e.err_code != _ALREADY_IN_USE:
+            raise StreamSetupError(f"creating stream {cfg.name}: {e.description} (code {e.err_code})") from e
+        try:
+            await js.update_stream(cfg)
+        except APIError as e2:
+            raise StreamSetupError(
+                f"stream {cfg.name} exists with a configuration that cannot be changed to ours: "
+                f"{e2.description} (code {e2.err_code})"
+            ) from e2
+
+
+async def ensure_streams(js: JetStreamContext, config: NatsConfig) -> None:
+    """Create (or bring up to date) every kq stream and the lease bucket. Safe to call concurrently."""
+    for cfg in stream_configs(config):
+        await _add_or_update(js, cfg)
+    await _add_or_update(js, lease_bucket_config(config))
+
+
+async def delete_all_streams(js: JetStreamContext) -> list[str]:
+    """Delete every stream (KV buckets included). For tests and `kq` dev tooling only."""
+    names = [si.config.name for si in await js.streams_info() if si.config.name]
+    for name in sorted(names):
+        try:
+            await js.delete_stream(name)
+        except NotFoundError:
+            pass
+    return sorted(names)

@@ -1,0 +1,118 @@
+"""Publishing through the runtime on a real nats-server: PubAcks, dedupe, streams, schedules."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import msgspec
+import pytest
+from nats.js import api
+
+from kq import subjects
+from kq.runtime import Bus, OutMsg
+from kq.runtime.bus import schedule_time
+from kq.runtime.streams import LEASE_STREAM, MK_ALL
+from support.wait import eventually
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Note(msgspec.Struct, frozen=True):
+    text: str
+
+
+async def _stream_msgs(bus: Bus, stream: str, subject: str) -> list[tuple[int, bytes]]:
+    """Every message stored on `subject`, oldest first."""
+    out: list[tuple[int, bytes]] = []
+    seq = 0
+    while True:
+        try:
+            m = await bus.js.get_msg(stream, seq=seq + 1, subject=subject, next=True)
+        except Exception:
+            return out
+        out.append((m.seq or 0, m.data or b""))
+        seq = m.seq or 0
+
+
+async def test_ensure_streams_is_idempotent_and_complete(bus: Bus) -> None:
+    await bus.ensure_streams()  # second time: no error, no change
+    infos = {si.config.name: si.config for si in await bus.js.streams_info()}
+    assert set(infos) == {subjects.OBJECTS_STREAM, subjects.COMMANDS_STREAM, subjects.EVENTS_STREAM,
+                          subjects.MK_STREAM, LEASE_STREAM}
+    objects = infos[subjects.OBJECTS_STREAM]
+    assert objects.max_msgs_per_subject == 1
+    assert set(objects.subjects or []) == {subjects.OBJECTS_ALL, subjects.SYNC_ALL}
+    assert infos[subjects.COMMANDS_STREAM].retention == api.RetentionPolicy.WORK_QUEUE
+    events = infos[subjects.EVENTS_STREAM]
+    assert set(events.subjects or []) == {subjects.EVENTS_ALL, subjects.OUTCOMES_ALL, subjects.DEAD_LETTERS_ALL}
+    assert events.max_age == pytest.approx(7 * 24 * 3600)
+    assert events.allow_msg_schedules is True
+    assert infos[subjects.MK_STREAM].subjects == [MK_ALL]
+    assert all(c.duplicate_window == pytest.approx(bus.config.duplicate_window_s)
+               for n, c in infos.items() if n != LEASE_STREAM)
+
+
+async def test_publish_waits_for_the_ack_and_dedupes_by_msg_id(bus: Bus) -> None:
+    subject = subjects.event_subject("m", "workload", "ns", "wl.1")
+    first = await bus.publish(subject, Note("hello"), msg_id="decision-1")
+    again = await bus.publish(subject, Note("hello again"), msg_id="decision-1")
+    other = await bus.publish(subject, b"raw", msg_id="decision-2")
+    assert first.stream == subjects.EVENTS_STREAM and not first.duplicate
+    assert again.duplicate and again.seq == first.seq
+    assert other.seq == first.seq + 1
+    stored = await _stream_msgs(bus, subjects.EVENTS_STREAM, subject)
+    assert [data for _, data in stored] == [b'{"text":"hello"}', b"raw"]
+
+
+async def test_publish_without_msg_id_stores_every_copy(bus: Bus) -> None:
+    subject = subjects.event_subject("m", "workload", "ns", "x")
+    await bus.publish(subject, b"a", msg_id=None)
+    await bus.publish(subject, b"a", msg_id=None)
+    assert len(await _stream_msgs(bus, subjects.EVENTS_STREAM, subject)) == 2
+
+
+async def test_publish_many_keeps_order_and_dedupes(bus: Bus) -> None:
+    msgs = [OutMsg(subjects.event_subject("m", "workload", "ns", f"w{i}"), Note(str(i)), f"id-{i}") for i in range(500)]
+    acks = await bus.publish_many(msgs)
+    assert [a.seq for a in acks] == list(range(1, 501))
+    again = await bus.publish_many(msgs[:10] + [OutMsg(subjects.event_subject("m", "workload", "ns", "new"), b"n", "id-new")])
+    assert [a.duplicate for a in again] == [True] * 10 + [None]
+    assert again[-1].seq == 501
+
+
+async def test_publish_many_reports_a_subject_no_stream_takes(bus: Bus) -> None:
+    with pytest.raises(Exception) as err:
+        await bus.publish_many([OutMsg("nowhere.at.all", b"x", "id")])
+    assert "NoStreamResponse" in type(err.value).__name__ or "no response" in str(err.value).lower()
+
+
+async def test_schedule_fires_at_its_time(bus: Bus) -> None:
+    target = subjects.event_subject("m", "timer", "ns", "fired")
+    at = datetime.now(timezone.utc) + timedelta(seconds=1)
+    await bus.schedule(subjects.event_subject("m", "timer", "ns", "sched"), target, at, b"tick", msg_id="sched-1")
+    assert await _stream_msgs(bus, subjects.EVENTS_STREAM, target) == []
+    fired = await eventually(lambda: _stream_msgs(bus, subjects.EVENTS_STREAM, target), timeout=5)
+    assert [d for _, d in fired] == [b"tick"]
+    assert datetime.now(timezone.utc) >= at
+
+
+def test_schedule_time_is_rfc3339_utc_millis() -> None:
+    at = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=timezone(timedelta(hours=2)))
+    assert schedule_time(at) == "2026-01-02T01:04:05.678Z"
+    with pytest.raises(ValueError):
+        schedule_time(datetime(2026, 1, 1))
+
+
+async def test_connect_gives_up_after_its_timeout() -> None:
+    import socket
+    import time
+
+    from kq.config import NatsConfig
+
+    with socket.socket() as s:  # a port nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(ConnectionError, match=f"127.0.0.1:{port}"):
+        await Bus.connect(NatsConfig(url=f"nats://127.0.0.1:{port}"), "nobody", connect_timeout_s=1.0)
+    assert time.monotonic() - t0 < 5

@@ -1,0 +1,128 @@
+"""Replay on a real nats-server: order, last value per subject, caught_up, following, resets."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kq import subjects
+from kq.mirror import record_headers
+from kq.runtime import Bus, Delivery, OutMsg, PermanentError
+from kq.runtime.errors import dead_letter_decoder
+from support.wait import eventually
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def obj(name: str, ns: str = "ns") -> str:
+    return subjects.object_subject("c1", "workload", ns, name)
+
+
+async def put(bus: Bus, name: str, rv: str, body: bytes | None = None, op: str = "put") -> None:
+    await bus.publish(obj(name), body or f"{name}@{rv}".encode(), msg_id=f"{name}@{rv}:{op}",
+                      headers=record_headers(op, rv, f"uid-{name}"))  # type: ignore[arg-type]
+
+
+async def test_last_per_subject_replay_sees_latest_values_then_follows(bus: Bus) -> None:
+    await put(bus, "a", "1")
+    await put(bus, "b", "2")
+    await put(bus, "a", "3")
+    await put(bus, "b", "4", op="delete")
+    gate = asyncio.Event()
+    seen: list[tuple[str, str]] = []
+
+    async def handler(d: Delivery) -> None:
+        await gate.wait()
+        seen.append((d.data.decode(), d.headers["Kq-Op"]))
+
+    async with bus.replay(subjects.OBJECTS_STREAM, subjects.object_filter("c1"), handler,
+                          deliver="last_per_subject") as r:
+        await asyncio.sleep(0.2)  # give it every chance to be wrong
+        assert not r.caught_up.is_set() and seen == []  # handler blocked: not caught up
+        gate.set()
+        await r.wait_caught_up(5)
+        assert seen == [("a@3", "put"), ("b@4", "delete")]  # the tombstone is a last value
+        await put(bus, "c", "5")
+        await eventually(lambda: seen[-1] == ("c@5", "put"))
+    assert len(seen) == 3
+
+
+async def test_empty_stream_is_caught_up_at_once(bus: Bus) -> None:
+    async def handler(d: Delivery) -> None:
+        raise AssertionError("nothing to deliver")
+
+    async with bus.replay(subjects.OBJECTS_STREAM, subjects.object_filter("c1"), handler) as r:
+        await r.wait_caught_up(5)
+        assert r.handled == 0
+
+
+async def test_caught_up_when_later_messages_belong_to_other_subjects(bus: Bus) -> None:
+    await put(bus, "a", "1")
+    for i in range(3):  # after ours, only messages our filter does not select
+        await bus.publish(subjects.object_subject("other", "workload", "ns", f"x{i}"), b"x", msg_id=f"x{i}",
+                          headers=record_headers("put", "1", "u"))
+    seen: list[str] = []
+
+    async def handler(d: Delivery) -> None:
+        seen.append(d.subject)
+
+    async with bus.replay(subjects.OBJECTS_STREAM, subjects.object_filter("c1"), handler) as r:
+        await r.wait_caught_up(5)
+    assert seen == [obj("a")]
+
+
+async def test_deliver_all_replays_history_in_order(bus: Bus) -> None:
+    msgs = [OutMsg(subjects.event_subject("c1", "workload", "ns", f"w{i % 3}"), str(i).encode(), f"e{i}") for i in range(50)]
+    await bus.publish_many(msgs)
+    seen: list[int] = []
+
+    async def handler(d: Delivery) -> None:
+        seen.append(int(d.data))
+
+    async with bus.replay(subjects.EVENTS_STREAM, subjects.event_filter("c1"), handler, deliver="all", batch=8) as r:
+        await r.wait_caught_up(5)
+    assert seen == list(range(50))
+
+
+async def test_replay_resumes_after_its_consumer_is_deleted(bus: Bus) -> None:
+    await bus.publish_many([OutMsg(subjects.event_subject("c1", "workload", "ns", "w"), str(i).encode(), f"e{i}") for i in range(5)])
+    seen: list[int] = []
+
+    async def handler(d: Delivery) -> None:
+        seen.append(int(d.data))
+
+    async with bus.replay(subjects.EVENTS_STREAM, subjects.event_filter("c1"), handler) as r:
+        await r.wait_caught_up(5)
+        (consumer,) = await bus.js.consumers_info(subjects.EVENTS_STREAM)
+        await bus.js.delete_consumer(subjects.EVENTS_STREAM, consumer.name)
+        await bus.publish_many([OutMsg(subjects.event_subject("c1", "workload", "ns", "w"), str(i).encode(), f"e{i}") for i in range(5, 10)])
+        await eventually(lambda: len(seen) >= 10, timeout=10)
+    assert seen == list(range(10))  # nothing lost, nothing twice
+
+
+async def test_replay_dead_letters_a_bad_message_and_goes_on(bus: Bus) -> None:
+    await put(bus, "a", "1", body=b"poison")
+    await put(bus, "b", "2")
+    seen: list[bytes] = []
+
+    async def handler(d: Delivery) -> None:
+        if d.data == b"poison":
+            raise PermanentError("cannot decode a")
+        seen.append(d.data)
+
+    async with bus.replay(subjects.OBJECTS_STREAM, subjects.object_filter("c1"), handler) as r:
+        await r.wait_caught_up(5)
+    assert seen == [b"b@2"]
+    m = await bus.js.get_last_msg(subjects.EVENTS_STREAM, subjects.dead_letter_subject("test"))
+    letter = dead_letter_decoder.decode(m.data)
+    assert (letter.subject, letter.error, letter.data) == (obj("a"), "cannot decode a", b"poison")
+
+
+async def test_wait_caught_up_reports_a_failed_replay(bus: Bus) -> None:
+    async def handler(d: Delivery) -> None:
+        pass
+
+    async with bus.replay("NO_SUCH_STREAM", "x.>", handler) as r:
+        with pytest.raises(Exception, match="not found|NotFound"):
+            await r.wait_caught_up(5)

@@ -1,0 +1,103 @@
+"""Trace context travels publish -> consume through NATS headers, hop after hop."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from kq import subjects
+from kq.config import NatsConfig
+from kq.obs import extract_context, inject_context
+from kq.runtime import Bus, Delivery
+from support.wait import eventually
+
+pytestmark = pytest.mark.timeout(30)
+
+
+@pytest.fixture
+def spans() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture
+async def traced_bus(bus: Bus, nats_config: NatsConfig, spans: InMemorySpanExporter):
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    b = await Bus.connect(nats_config, "traced", tracer_provider=provider)
+    yield b
+    await b.close()
+
+
+def test_inject_extract_round_trip() -> None:
+    provider = TracerProvider()
+    with provider.get_tracer("t").start_as_current_span("x") as span:
+        headers = inject_context({"Other": "kept"})
+    assert headers["Other"] == "kept"
+    assert headers["traceparent"].split("-")[1] == format(span.get_span_context().trace_id, "032x")
+    ctx = trace.get_current_span(extract_context(headers)).get_span_context()
+    assert (ctx.trace_id, ctx.span_id) == (span.get_span_context().trace_id, span.get_span_context().span_id)
+    assert inject_context(None) == {}  # no active span: nothing to add
+    assert not trace.get_current_span(extract_context({})).get_span_context().is_valid
+
+
+async def test_trace_continues_across_two_hops(traced_bus: Bus, spans: InMemorySpanExporter) -> None:
+    bus = traced_bus
+    first = subjects.command_subject("c1", "workload")
+    second = subjects.event_subject("c1", "workload", "ns", "w")
+    seen: dict[str, trace.SpanContext] = {}
+
+    async def hop1(d: Delivery) -> None:
+        seen["hop1"] = trace.get_current_span().get_span_context()
+        await bus.publish(second, b"caused", msg_id="caused-1")
+
+    async def hop2(d: Delivery) -> None:
+        seen["hop2"] = trace.get_current_span().get_span_context()
+
+    tasks = [asyncio.create_task(bus.consume("hop1", subjects.COMMANDS_STREAM, first, hop1)),
+             asyncio.create_task(bus.consume("hop2", subjects.EVENTS_STREAM, second, hop2))]
+    try:
+        with bus.tracer.start_as_current_span("decide") as root:
+            await bus.publish(first, b"cmd", msg_id="cmd-1")
+        await eventually(lambda: "hop2" in seen)
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    trace_id = root.get_span_context().trace_id
+    assert seen["hop1"].trace_id == trace_id == seen["hop2"].trace_id
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    hop1_span = by_name[f"consume {subjects.COMMANDS_STREAM}/hop1"]
+    hop2_span = by_name[f"consume {subjects.EVENTS_STREAM}/hop2"]
+    assert hop1_span.parent is not None and hop1_span.parent.span_id == root.get_span_context().span_id
+    assert hop2_span.parent is not None and hop2_span.parent.span_id == hop1_span.context.span_id
+    assert hop1_span.kind == trace.SpanKind.CONSUMER
+
+
+async def test_batch_span_links_each_publisher(traced_bus: Bus, spans: InMemorySpanExporter) -> None:
+    bus = traced_bus
+    subject = subjects.command_subject("c1", "workload")
+    roots = []
+    for i in range(3):
+        with bus.tracer.start_as_current_span(f"decide-{i}") as root:
+            await bus.publish(subject, b"x", msg_id=f"m{i}")
+        roots.append(root.get_span_context())
+    handled: list[Delivery] = []
+
+    async def handler_batch(ds: list[Delivery]) -> list[BaseException | None]:
+        handled.extend(ds)
+        return [None] * len(ds)
+
+    task = asyncio.create_task(bus.consume_batches("b", subjects.COMMANDS_STREAM, subject, handler_batch))
+    try:
+        await eventually(lambda: len(handled) == 3)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    batch_spans = [s for s in spans.get_finished_spans() if s.name.startswith("consume-batch")]
+    linked = sorted(link.context.span_id for s in batch_spans for link in s.links)
+    assert linked == sorted(r.span_id for r in roots)

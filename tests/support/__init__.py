@@ -1,0 +1,1 @@
+"""Shared test support (importable as `support.*`: tests/ is on sys.path via tests/conftest.py)."""

@@ -1,0 +1,174 @@
+"""Running the watcher against an in-process kubesim and a real nats-server, and reading what it did.
+
+Used by tests/service/test_watcher_*.py and tests/reliability/test_watcher_*.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+
+from kq import subjects
+from kq.api.registry import decode_object, kind_info
+from kq.config import ClusterConfig
+from kq.kube import KubeClient
+from kq.messages import Command, CommandOutcome, command_kind
+from kq.mirror import MirrorView, ObjectRecord
+from kq.runtime import Bus
+from kubesim.server import KubeSim
+from services.watcher.service import ClusterWatcher, connect_clusters, run_watchers
+from services.watcher.settings import WatcherSettings
+
+Key = tuple[str, str, str]  # (kind, namespace, name)
+
+# Fast settings: short watches and backoffs so faults heal quickly in tests.
+FAST = WatcherSettings(watch_timeout_s=30.0, retry_base_s=0.05, retry_max_s=0.5, publish_batch=256)
+
+
+def cluster_configs(sim: KubeSim, tmp: Path, clusters: list[str]) -> tuple[ClusterConfig, ...]:
+    return tuple(ClusterConfig(name=c, kubeconfig=str(sim.kubeconfig(c, tmp / f"{c}.kubeconfig"))) for c in clusters)
+
+
+@asynccontextmanager
+async def running_watcher(bus: Bus, sim: KubeSim, tmp: Path, clusters: list[str],
+                          settings: WatcherSettings = FAST, sync_timeout: float = 30.0) -> AsyncIterator[list[ClusterWatcher]]:
+    """The watcher in-process, started and synced (every kind listed into the mirror); stopped after."""
+    async with AsyncExitStack() as stack:
+        watchers = await connect_clusters(stack, bus, cluster_configs(sim, tmp, clusters), settings)
+        task = asyncio.create_task(run_watchers(bus, watchers), name="watcher-under-test")
+        try:
+            synced = asyncio.ensure_future(asyncio.gather(*(w.wait_synced() for w in watchers)))
+            done, _ = await asyncio.wait({task, synced}, timeout=sync_timeout, return_when=asyncio.FIRST_COMPLETED)
+            if task in done:
+                synced.cancel()
+                task.result()
+                raise AssertionError("watcher stopped before it synced")
+            if synced not in done:
+                synced.cancel()
+                raise AssertionError(f"watcher not synced within {sync_timeout}s: "
+                                     f"{[sorted(w.publisher.synced) for w in watchers]}")
+            yield watchers
+        finally:
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+
+
+async def kube_client(sim: KubeSim, tmp: Path, cluster: str) -> KubeClient:
+    path = sim.kubeconfig(cluster, tmp / f"test-{cluster}.kubeconfig")
+    return await KubeClient.from_kubeconfig(str(path))
+
+
+async def api_state(client: KubeClient, kinds: list[str], secrets_namespace: str = "kq-system") -> dict[Key, str]:
+    """(kind, ns, name) -> resourceVersion of everything the API server holds of these kinds."""
+    out: dict[Key, str] = {}
+    head = msgspec.json.Decoder(dict)
+    for kind in kinds:
+        items, _ = await client.list(kind, namespace=secrets_namespace if kind == "secret" else None)
+        for raw in items:
+            meta = head.decode(raw)["metadata"]
+            out[(kind, meta.get("namespace", ""), meta["name"])] = meta["resourceVersion"]
+    return out
+
+
+def mirror_state(view: MirrorView, cluster: str, kinds: list[str]) -> dict[Key, str]:
+    out: dict[Key, str] = {}
+    for kind in kinds:
+        for rec in view.items(cluster, kind):
+            out[(kind, rec.namespace, rec.name)] = rec.resource_version
+    return out
+
+
+def diff(want: dict[Key, str], got: dict[Key, str]) -> str:
+    """'' when equal, else a short description (for eventually's failure message)."""
+    missing = sorted(k for k in want if k not in got)
+    extra = sorted(k for k in got if k not in want)
+    stale = sorted((k, got[k], want[k]) for k in want if k in got and got[k] != want[k])
+    if not (missing or extra or stale):
+        return ""
+    return f"missing={missing[:5]} extra={extra[:5]} stale={stale[:5]}"
+
+
+class MirrorFollower:
+    """A MirrorView kept up to date by a replay of the mirror, plus every record seen on the way."""
+
+    def __init__(self, bus: Bus, cluster: str) -> None:
+        self.view = MirrorView()
+        self.seen: list[ObjectRecord] = []
+        self._replay = self.view.replay(bus, cluster, on_change=self._saw)
+
+    def _saw(self, what: Any) -> None:
+        if isinstance(what, ObjectRecord):
+            self.seen.append(what)
+
+    async def __aenter__(self) -> MirrorFollower:
+        await self._replay.__aenter__()
+        await self._replay.wait_caught_up(timeout=10)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._replay.__aexit__(*exc)
+
+
+class Outcomes:
+    """Every CommandOutcome a writer gets for a cluster, by command id."""
+
+    def __init__(self, bus: Bus, writer: str, cluster: str) -> None:
+        self.by_id: dict[str, CommandOutcome] = {}
+        self.count = 0
+
+        async def handle(d: Any) -> None:
+            out = msgspec.json.decode(d.data, type=CommandOutcome)
+            self.by_id[out.command_id] = out
+            self.count += 1
+
+        self._replay = bus.replay(subjects.EVENTS_STREAM, subjects.outcome_subject(writer, cluster), handle)
+
+    async def __aenter__(self) -> Outcomes:
+        await self._replay.__aenter__()
+        await self._replay.wait_caught_up(timeout=10)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._replay.__aexit__(*exc)
+
+
+async def send(bus: Bus, cmd: Command) -> None:
+    await bus.publish(subjects.command_subject(cmd.cluster, command_kind(cmd)), cmd, msg_id=cmd.id)
+
+
+async def read_typed(client: KubeClient, kind: str, namespace: str | None, name: str) -> Any | None:
+    raw = await client.get(kind, namespace, name)
+    return None if raw is None else decode_object(kind, raw)
+
+
+async def create(client: KubeClient, doc: dict[str, Any]) -> Any:
+    info = kind_info(doc["kind"])
+    ns = doc["metadata"].get("namespace") if info.namespaced else None
+    return decode_object(info.token, await client.create(info.token, ns, doc))
+
+
+class SimControl:
+    """kubesim's control API over HTTP (faults, disconnects)."""
+
+    def __init__(self, session: aiohttp.ClientSession, base_url: str) -> None:
+        self._s = session
+        self._base = base_url
+
+    async def fault(self, cluster: str, spec: dict[str, Any]) -> None:
+        async with self._s.post(f"{self._base}/kubesim/clusters/{cluster}/faults", json=spec) as r:
+            if r.status >= 300:
+                raise AssertionError(f"fault {spec} refused: {r.status} {await r.text()}")
+
+    async def clear(self, cluster: str) -> None:
+        async with self._s.delete(f"{self._base}/kubesim/clusters/{cluster}/faults") as r:
+            if r.status >= 300:
+                raise AssertionError(f"clearing faults: {r.status} {await r.text()}")
