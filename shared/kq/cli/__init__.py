@@ -1,0 +1,1 @@
+"""The `kq` command line: the local stack, objects in and out, workload history."""

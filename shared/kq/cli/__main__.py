@@ -1,0 +1,5 @@
+import sys
+
+from kq.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,195 @@
+"""The object commands: apply, create, delete (through the cluster's API) and get, describe (from the bus)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime, timezone
+from typing import IO, Any
+
+import msgspec
+import yaml
+
+from kq.api import KindInfo
+from kq.cli import busread
+from kq.cli.apply import (
+    Reporter,
+    UsageError,
+    apply_objects,
+    create_objects,
+    delete_named,
+    delete_objects,
+    kind_or_usage,
+    load_sources,
+    read_sources,
+)
+from kq.cli.describe import describe_workload
+from kq.cli.target import Target, resolve
+from kq.cli.views import table_for
+from kq.cli.tables import render
+from kq.kube import KubeClient
+from kq.mirror import MirrorView, ObjectRecord
+
+
+class Streams:
+    def __init__(self, out: IO[str], err: IO[str], stdin: IO[str] | None = None) -> None:
+        self.out, self.err, self.stdin = out, err, stdin
+
+
+async def _client(target: Target) -> KubeClient:
+    return await KubeClient.from_kubeconfig(target.need_kubeconfig())
+
+
+# -- apply / create / delete ---------------------------------------------------------------------
+
+
+async def cmd_write(args: argparse.Namespace, io: Streams) -> int:
+    """apply, create, and delete -f: everything is checked before the first request."""
+    verb = args.command
+    sources = read_sources(args.filename or [], io.stdin)
+    objs = load_sources(sources, namespace=args.namespace, verb=verb)
+    target = resolve(args)
+    client = await _client(target)
+    report = Reporter(io.out, io.err)
+    try:
+        if verb == "apply":
+            await apply_objects(client, objs, report)
+        elif verb == "create":
+            await create_objects(client, objs, report)
+        else:
+            await delete_objects(client, objs, report)
+    finally:
+        await client.close()
+    return 1 if report.failures else 0
+
+
+async def cmd_delete(args: argparse.Namespace, io: Streams) -> int:
+    if args.filename:
+        if args.kind:
+            raise UsageError("give either -f FILE or KIND NAME..., not both")
+        return await cmd_write(args, io)
+    if not args.kind or not args.names:
+        raise UsageError("give -f FILE, or KIND NAME... (e.g. kq delete workload my-wl -n default)")
+    info = kind_or_usage(args.kind)
+    client = await _client(resolve(args))
+    report = Reporter(io.out, io.err)
+    try:
+        for name in args.names:
+            await delete_named(client, info, args.namespace or "default", name, report)
+    finally:
+        await client.close()
+    return 1 if report.failures else 0
+
+
+# -- get -------------------------------------------------------------------------------------------
+
+
+def _selected(view: MirrorView, cluster: str, info: KindInfo, namespace: str | None) -> list[ObjectRecord]:
+    recs = view.items(cluster, info.token)
+    if info.namespaced and namespace is not None:
+        recs = [r for r in recs if r.namespace == namespace]
+    return recs
+
+
+def _scope(info: KindInfo, args: argparse.Namespace) -> str | None:
+    """The namespace to list, or None for all (cluster-scoped kinds, -A)."""
+    if not info.namespaced or args.all_namespaces:
+        return None
+    return args.namespace or "default"
+
+
+def _not_found(info: KindInfo, name: str) -> str:
+    res = f"{info.plural}.{info.group}" if info.group else info.plural
+    return f'Error from server (NotFound): {res} "{name}" not found'
+
+
+def _dump(docs: list[Any], single: bool, fmt: str) -> str:
+    doc: Any = docs[0] if single else {"apiVersion": "v1", "kind": "List", "items": docs,
+                                       "metadata": {"resourceVersion": ""}}
+    if fmt == "json":
+        return json.dumps(doc, indent=4) + "\n"
+    return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+async def cmd_get(args: argparse.Namespace, io: Streams) -> int:
+    info = kind_or_usage(args.kind)
+    target = resolve(args)
+    async with busread.connected(target.need_nats()) as bus:
+        view = await busread.mirror(bus, target.cluster, info.token)
+    ns = _scope(info, args)
+    recs = _selected(view, target.cluster, info, ns)
+    failed = False
+    if args.names:
+        by_name = {}
+        for r in recs:
+            by_name.setdefault(r.name, r)
+        picked = []
+        for name in args.names:
+            if name in by_name:
+                picked.append(by_name[name])
+            else:
+                print(_not_found(info, name), file=io.err)
+                failed = True
+        recs = picked
+    if args.output in ("yaml", "json"):
+        if recs:
+            docs = [msgspec.json.decode(r.raw) for r in recs]
+            io.out.write(_dump(docs, len(args.names) == 1 and len(recs) == 1, args.output))
+    elif args.output == "name":
+        for r in recs:
+            print(f"{info.kind.lower()}.{info.group}/{r.name}" if info.group else f"{info.kind.lower()}/{r.name}",
+                  file=io.out)
+    elif recs:
+        objs = [view.typed(r.key) for r in recs]
+        now = datetime.now(timezone.utc)
+        io.out.write(render(table_for(info.token, objs, now, all_namespaces=info.namespaced and ns is None)))
+    if not recs and not args.names:
+        where = f" in {ns} namespace" if ns else ""
+        print(f"No resources found{where}.", file=io.err)
+    return 1 if failed else 0
+
+
+# -- describe --------------------------------------------------------------------------------------
+
+
+def _split_ref(ref: str, namespace: str | None) -> tuple[str, str]:
+    if "/" in ref:
+        ns, _, name = ref.partition("/")
+        if not ns or not name or "/" in name:
+            raise UsageError(f"{ref!r}: expected NAMESPACE/NAME or NAME")
+        return ns, name
+    return namespace or "default", ref
+
+
+def find_workload(view: MirrorView, cluster: str, namespace: str, name: str) -> Any | None:
+    """The Workload called `name`, else the one a Job (or JobSet) called `name` owns."""
+    recs = [r for r in view.items(cluster, "workload") if r.namespace == namespace]
+    for r in recs:
+        if r.name == name:
+            return view.typed(r.key)
+    for r in recs:
+        wl = view.typed(r.key)
+        owner = wl.metadata.controller_ref()
+        if owner is not None and owner.kind in ("Job", "JobSet") and owner.name == name:
+            return wl
+    return None
+
+
+async def cmd_describe(args: argparse.Namespace, io: Streams) -> int:
+    info = kind_or_usage(args.kind)
+    if info.token != "workload":
+        raise UsageError(f"kq describe supports workload only (use kq get {info.plural} NAME -o yaml)")
+    target = resolve(args)
+    ns, name = _split_ref(args.name, args.namespace)
+    async with busread.connected(target.need_nats()) as bus:
+        view = await busread.mirror(bus, target.cluster, "workload")
+        wl = find_workload(view, target.cluster, ns, name)
+        if wl is None:
+            print(_not_found(info, f"{ns}/{name}"), file=io.err)
+            return 1
+        history = await busread.history(bus, target.cluster, "workload", ns, wl.metadata.name)
+    io.out.write(describe_workload(wl, target.cluster, history, datetime.now(timezone.utc)))
+    return 0
+
+
+__all__ = ["Streams", "cmd_delete", "cmd_describe", "cmd_get", "cmd_write", "find_workload"]

@@ -1,0 +1,111 @@
+"""kq up / down / status: the local stack as background processes in a state dir."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kq.cli.busread import BusReadError, connected
+from kq.cli.objects import Streams
+from kq.cli.tables import Table, render
+from kq.cli.target import stack_dir
+from kq.stack import Stack, StackError, StateError, is_alive, read_state, stop_stack
+from kq.stack.health import instance_status
+
+
+def _kueue_config(path: str | None) -> dict[str, Any] | None:
+    """A Kueue Configuration file (v1beta2 names); only the parts kq implements are read."""
+    if not path:
+        return None
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise StackError(f"--kueue-config {path}: {e}") from None
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise StackError(f"--kueue-config {path}: expected a mapping")
+    # A full Configuration object (apiVersion/kind) or just its fields.
+    return {k: v for k, v in raw.items() if k not in ("apiVersion", "kind")}
+
+
+def _replicas(specs: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for spec in specs:
+        name, sep, n = spec.partition("=")
+        if not sep or not name or not n.isdigit() or int(n) < 1:
+            raise StackError(f"--replicas {spec!r}: expected SERVICE=N with N >= 1")
+        out[name] = int(n)
+    return out
+
+
+async def cmd_up(args: argparse.Namespace, io: Streams) -> int:
+    d = stack_dir(args)
+    replicas = _replicas(args.replicas)
+
+    def say(line: str) -> None:
+        print(line, file=io.out, flush=True)
+
+    stack = Stack(d, kueue_config=_kueue_config(args.kueue_config), detach=True, timeout_s=args.timeout,
+                  progress=say, log_level=args.log_level, replicas=replicas)
+    unknown = sorted(set(replicas) - set(stack.services))
+    if unknown:
+        raise StackError(f"--replicas: no service {', '.join(unknown)} (services: {', '.join(stack.services)})")
+    state = await stack.up()
+    say(f"stack is up: nats {state.nats_url}, kubesim {state.kubesim_url}")
+    for c in state.clusters:
+        say(f"  cluster {c.name} ({c.role}): kubeconfig {c.kubeconfig}")
+    say(f"logs in {Path(state.dir) / 'logs'}; stop it with `kq down{_dir_flag(args)}`")
+    return 0
+
+
+def _dir_flag(args: argparse.Namespace) -> str:
+    return f" --dir {args.dir}" if getattr(args, "dir", None) else ""
+
+
+async def cmd_down(args: argparse.Namespace, io: Streams) -> int:
+    d = stack_dir(args)
+    try:
+        read_state(d)
+    except StateError:
+        print(f"no stack running in {d}: nothing to stop", file=io.err)
+        return 0
+    print(f"stopping the local stack in {d.resolve()}", file=io.out, flush=True)
+    killed = await stop_stack(d, grace_s=args.grace, progress=lambda line: print(line, file=io.out, flush=True))
+    if killed:
+        print(f"killed after {args.grace}s: {', '.join(killed)}", file=io.err)
+    print("stack is down", file=io.out)
+    return 0
+
+
+async def cmd_status(args: argparse.Namespace, io: Streams) -> int:
+    state = read_state(stack_dir(args))
+    alive = {p.name: is_alive(p) for p in state.processes}
+    health: dict[str, str] = {}
+    services = [p for p in state.processes if p.role == "service" and alive[p.name]]
+    if services and alive.get("nats-server"):
+        try:
+            async with connected(state.nats_url, connect_timeout_s=2.0) as bus:
+                for p in services:
+                    st = await instance_status(bus.nc, p.service or p.name, p.instance or "0", window_s=1.0)
+                    health[p.name] = st.status if st is not None else "no answer"
+        except BusReadError as e:
+            print(f"warning: {e}", file=io.err)
+    print(f"stack in {state.dir} (started {state.started_at})", file=io.out)
+    print(f"nats:    {state.nats_url}", file=io.out)
+    print(f"kubesim: {state.kubesim_url}", file=io.out)
+    for c in state.clusters:
+        print(f"cluster: {c.name} ({c.role}) kubeconfig {c.kubeconfig}", file=io.out)
+    print(file=io.out)
+    rows = [(p.name, str(p.pid), "running" if alive[p.name] else "exited", health.get(p.name, "-"), p.log)
+            for p in state.processes]
+    io.out.write(render(Table(("PROCESS", "PID", "STATE", "HEALTH", "LOG"), rows)))
+    bad = [p.name for p in state.processes if not alive[p.name]]
+    bad += [n for n, h in health.items() if h not in ("ready", "standby")]
+    if bad:
+        print(f"not healthy: {', '.join(sorted(set(bad)))}", file=io.err)
+        return 1
+    return 0
