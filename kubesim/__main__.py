@@ -1,0 +1,76 @@
+"""python -m kubesim --clusters manager,worker-1 [--host H] [--port P] --kubeconfig-dir DIR [--ready-delay 100ms]
+
+Writes DIR/<cluster>.kubeconfig, prints `kubesim ready http://HOST:PORT` once listening,
+and stops cleanly on SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from kubesim.durations import parse_duration
+from kubesim.server import KubeSim
+
+
+def _args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kubesim", description="Simulated Kubernetes clusters")
+    p.add_argument("--clusters", default="manager", help="comma-separated cluster names (default: manager)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    p.add_argument("--kubeconfig-dir", required=True, help="where to write <cluster>.kubeconfig")
+    p.add_argument("--ready-delay", default="100ms", help="pod readiness delay after binding (default 100ms)")
+    p.add_argument("--history", type=int, default=10_000, help="watch history window per cluster (events)")
+    p.add_argument("--bookmark-interval", default="2s", help="watch bookmark interval (default 2s)")
+    p.add_argument("--seed", type=int, default=None, help="seed for generated names and uids")
+    p.add_argument("--log-level", default="warning")
+    return p.parse_args(argv)
+
+
+async def _serve(ns: argparse.Namespace) -> int:
+    clusters = [c.strip() for c in ns.clusters.split(",") if c.strip()]
+    try:
+        sim = KubeSim(
+            clusters,
+            host=ns.host,
+            port=ns.port,
+            ready_delay_s=parse_duration(ns.ready_delay),
+            history_size=ns.history,
+            bookmark_interval_s=parse_duration(ns.bookmark_interval),
+            seed=ns.seed,
+        )
+    except ValueError as e:
+        print(f"kubesim: {e}", file=sys.stderr)
+        return 2
+    url = await sim.start()
+    sim.write_kubeconfigs(ns.kubeconfig_dir)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"kubesim ready {url}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await sim.stop()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = _args(argv)
+    logging.basicConfig(level=ns.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s %(message)s",
+                        stream=sys.stderr)
+    try:
+        parse_duration(ns.ready_delay)
+        parse_duration(ns.bookmark_interval)
+    except ValueError as e:
+        print(f"kubesim: {e}", file=sys.stderr)
+        return 2
+    return asyncio.run(_serve(ns))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""KubeSim: several simulated clusters behind one HTTP listener.
+
+    sim = KubeSim(clusters=["manager", "worker-1"])
+    base = await sim.start()                 # "http://127.0.0.1:PORT"
+    sim.kubeconfig("manager", path)          # server: http://127.0.0.1:PORT/clusters/manager
+    ...
+    await sim.stop()
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+from aiohttp import web
+
+from kubesim.api_http import ApiServer
+from kubesim.cluster import Cluster
+from kubesim.control_http import ControlApi
+
+_MAX_BODY = 32 * 1024 * 1024
+
+
+class KubeSim:
+    def __init__(
+        self,
+        clusters: Sequence[str] = ("manager",),
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        ready_delay_s: float = 0.1,
+        history_size: int = 10_000,
+        bookmark_interval_s: float = 2.0,
+        watch_buffer: int = 10_000,
+        seed: int | None = None,
+    ) -> None:
+        if not clusters:
+            raise ValueError("clusters: at least one cluster name is required")
+        if len(set(clusters)) != len(clusters):
+            raise ValueError(f"clusters: duplicate names in {list(clusters)}")
+        for name in clusters:
+            if not name or "/" in name:
+                raise ValueError(f"clusters: bad cluster name {name!r}")
+        self._host, self._port = host, port
+        # One PRNG per process, seeded (generated names and uids); seed=None draws a fresh seed.
+        self.rng = random.Random(seed if seed is not None else random.SystemRandom().getrandbits(64))
+        self.clusters: dict[str, Cluster] = {
+            name: Cluster(name, rng=self.rng, ready_delay_s=ready_delay_s, history_size=history_size,
+                          watch_buffer=watch_buffer)
+            for name in clusters
+        }
+        self._bookmark_s = bookmark_interval_s
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    def cluster(self, name: str) -> Cluster:
+        return self.clusters[name]
+
+    async def start(self) -> str:
+        """Listen on host:port (0: any free port). Returns the base URL."""
+        api = ApiServer(self.clusters, bookmark_interval_s=self._bookmark_s)
+        control = ControlApi(self.clusters, self.kubeconfig_yaml)
+        app = web.Application(client_max_size=_MAX_BODY)
+        app.add_routes(control.routes())
+        app.router.add_route("*", "/clusters/{cluster}/{tail:.*}", api.handle)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self._host, self._port)
+        await site.start()
+        host, port = self._runner.addresses[0][:2]
+        self.url = f"http://{host}:{port}"
+        api.server_address = f"{host}:{port}"
+        return self.url
+
+    async def stop(self) -> None:
+        for c in self.clusters.values():
+            c.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    # --- kubeconfigs ---
+
+    def server_url(self, cluster: str) -> str:
+        if cluster not in self.clusters:
+            raise KeyError(f"no cluster {cluster!r}; have {sorted(self.clusters)}")
+        return f"{self.url}/clusters/{cluster}"
+
+    def kubeconfig_yaml(self, cluster: str) -> str:
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": cluster, "cluster": {"server": self.server_url(cluster)}}],
+            "users": [{"name": "kubesim", "user": {"token": "kubesim"}}],
+            "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": "kubesim", "namespace": "default"}}],
+            "current-context": cluster,
+            "preferences": {},
+        }
+        return yaml.safe_dump(doc, sort_keys=False)
+
+    def kubeconfig(self, cluster: str, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(self.kubeconfig_yaml(cluster))
+        return p
+
+    def write_kubeconfigs(self, directory: str | Path) -> dict[str, Path]:
+        return {name: self.kubeconfig(name, Path(directory) / f"{name}.kubeconfig") for name in self.clusters}

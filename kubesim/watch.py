@@ -1,0 +1,161 @@
+"""Watch history and fan-out for one cluster.
+
+Every committed change bumps the cluster's resourceVersion by exactly one and
+appends exactly one event here, so the history is a contiguous run of
+resourceVersions (floor, floor+len]: resuming from rv R replays the events
+after R, and R < floor is 410 Gone, as on an API server whose watch cache
+has moved past R.
+
+Each open watch is a Watcher with a bounded buffer of encoded lines; a
+watcher that falls too far behind is closed (cleanly, like the API server
+does with slow consumers) and its client resumes from the last rv it read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kubesim.errors import gone
+
+ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
+_PREFIX = {t: b'{"type":"' + t.encode() + b'","object":' for t in (ADDED, MODIFIED, DELETED, BOOKMARK, ERROR)}
+
+
+def event_line(etype: str, raw: bytes) -> bytes:
+    """One watch event on the wire: a JSON object and a newline."""
+    return _PREFIX[etype] + raw + b"}\n"
+
+
+@dataclass(slots=True)
+class Event:
+    rv: int
+    rkey: str  # resource key (ResourceType.key)
+    ns: str  # "" for cluster-scoped objects
+    etype: str  # ADDED | MODIFIED | DELETED
+    obj: Mapping[str, Any]  # the object after the change (for DELETED: its last state)
+    prev: Mapping[str, Any] | None  # the object before a MODIFIED
+    raw: bytes  # `obj` encoded
+
+
+Match = Callable[[Mapping[str, Any]], bool]
+
+
+def translate(ev: Event, match: Match | None) -> str | None:
+    """The event type a watcher with this selector sees, or None when it sees nothing.
+
+    With a selector, an object that starts matching arrives as ADDED and one that
+    stops matching leaves as DELETED, as the API server's watch does.
+    """
+    if match is None:
+        return ev.etype
+    now = match(ev.obj)
+    if ev.etype != MODIFIED:
+        return ev.etype if now else None
+    before = ev.prev is not None and match(ev.prev)
+    if now:
+        return MODIFIED if before else ADDED
+    return DELETED if before else None
+
+
+class Watcher:
+    """One open watch: filters events and buffers their lines for the HTTP writer."""
+
+    __slots__ = ("rkey", "ns", "match", "buf", "wake", "closed", "_limit")
+
+    def __init__(self, rkey: str, ns: str | None, match: Match | None, limit: int) -> None:
+        self.rkey = rkey
+        self.ns = ns
+        self.match = match
+        self.buf: deque[bytes] = deque()
+        self.wake = asyncio.Event()
+        self.closed: str | None = None  # why it was closed: "overflow" | "cut" | "cut-mid" | "disconnect"
+        self._limit = limit
+
+    def offer(self, ev: Event) -> None:
+        if self.closed is not None or (self.ns is not None and ev.ns != self.ns):
+            return
+        etype = translate(ev, self.match)
+        if etype is None:
+            return
+        self.buf.append(event_line(etype, ev.raw))
+        if len(self.buf) > self._limit:
+            # Too slow: end the watch; the client resumes from the last rv it has seen.
+            self.buf.clear()
+            self.close("overflow")
+        self.wake.set()
+
+    def close(self, why: str) -> None:
+        if self.closed is None:
+            self.closed = why
+        self.wake.set()
+
+    def drain(self) -> bytes:
+        data = b"".join(self.buf)
+        self.buf.clear()
+        self.wake.clear()
+        return data
+
+
+class WatchHub:
+    def __init__(self, history_size: int, buffer_limit: int = 10_000) -> None:
+        self._history: deque[Event] = deque(maxlen=max(1, history_size))
+        self._floor = 0  # rv of the newest event no longer in the history
+        self._watchers: dict[str, set[Watcher]] = {}
+        self._buffer_limit = buffer_limit
+
+    # --- publishing ---
+
+    def publish(self, ev: Event) -> None:
+        hist = self._history
+        if len(hist) == hist.maxlen:
+            self._floor = hist[0].rv
+        hist.append(ev)
+        for w in self._watchers.get(ev.rkey, ()):
+            w.offer(ev)
+
+    def expire(self, current_rv: int) -> None:
+        """Forget all history: any resume from an older rv now gets 410."""
+        self._history.clear()
+        self._floor = current_rv
+
+    # --- watching ---
+
+    def replay(self, rkey: str, ns: str | None, match: Match | None, after: int, current: int) -> list[bytes]:
+        """Lines for the events after rv `after`; 410 when they are no longer all known."""
+        if after < self._floor:
+            raise gone(f"too old resource version: {after} ({self._floor + 1})")
+        if after >= current:
+            return []
+        out: list[bytes] = []
+        start = after - self._floor
+        for ev in itertools.islice(self._history, start, None):
+            if ev.rkey != rkey or (ns is not None and ev.ns != ns):
+                continue
+            etype = translate(ev, match)
+            if etype is not None:
+                out.append(event_line(etype, ev.raw))
+        return out
+
+    def open(self, rkey: str, ns: str | None, match: Match | None) -> Watcher:
+        w = Watcher(rkey, ns, match, self._buffer_limit)
+        self._watchers.setdefault(rkey, set()).add(w)
+        return w
+
+    def close(self, w: Watcher) -> None:
+        ws = self._watchers.get(w.rkey)
+        if ws is not None:
+            ws.discard(w)
+
+    def watchers(self) -> Iterable[Watcher]:
+        return [w for ws in self._watchers.values() for w in ws]
+
+    def cut_all(self, why: str) -> int:
+        ws = list(self.watchers())
+        for w in ws:
+            w.close(why)
+        return len(ws)
