@@ -21,6 +21,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--clusters", default="manager", help="comma-separated cluster names (default: manager)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    p.add_argument("--advertise-url", default=None,
+                   help="base URL written into the kubeconfigs (default: the listening address)")
     p.add_argument("--kubeconfig-dir", required=True, help="where to write <cluster>.kubeconfig")
     p.add_argument("--ready-delay", default="100ms", help="pod readiness delay after binding (default 100ms)")
     p.add_argument("--history", type=int, default=10_000, help="watch history window per cluster (events)")
@@ -41,6 +43,7 @@ async def _serve(ns: argparse.Namespace) -> int:
             history_size=ns.history,
             bookmark_interval_s=parse_duration(ns.bookmark_interval),
             seed=ns.seed,
+            advertise_url=ns.advertise_url,
         )
     except ValueError as e:
         print(f"kubesim: {e}", file=sys.stderr)

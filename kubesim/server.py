@@ -35,6 +35,7 @@ class KubeSim:
         bookmark_interval_s: float = 2.0,
         watch_buffer: int = 10_000,
         seed: int | None = None,
+        advertise_url: str | None = None,
     ) -> None:
         if not clusters:
             raise ValueError("clusters: at least one cluster name is required")
@@ -44,6 +45,8 @@ class KubeSim:
             if not name or "/" in name:
                 raise ValueError(f"clusters: bad cluster name {name!r}")
         self._host, self._port = host, port
+        # The base URL written into kubeconfigs, when clients reach us by another name (containers).
+        self._advertise_url = advertise_url.rstrip("/") if advertise_url else None
         # One PRNG per process, seeded (generated names and uids); seed=None draws a fresh seed.
         self.rng = random.Random(seed if seed is not None else random.SystemRandom().getrandbits(64))
         self.clusters: dict[str, Cluster] = {
@@ -86,7 +89,7 @@ class KubeSim:
     def server_url(self, cluster: str) -> str:
         if cluster not in self.clusters:
             raise KeyError(f"no cluster {cluster!r}; have {sorted(self.clusters)}")
-        return f"{self.url}/clusters/{cluster}"
+        return f"{self._advertise_url or self.url}/clusters/{cluster}"
 
     def kubeconfig_yaml(self, cluster: str) -> str:
         doc = {

@@ -212,7 +212,14 @@ def test_compose_runs_the_same_stack():
     services = _compose()["services"]
     assert set(services) == {"nats", "kubesim", *SERVICES}
     assert "-js" in services["nats"]["command"]
-    assert services["kubesim"]["command"] == ["python", "-m", "kubesim"]
+    sim_cmd = services["kubesim"]["command"]
+    assert sim_cmd[:3] == ["python", "-m", "kubesim"]
+    # The arguments must be ones kubesim accepts, and the kubeconfigs must name a reachable host.
+    from kubesim.__main__ import _args
+
+    sim_args = _args(sim_cmd[3:])
+    assert sim_args.clusters.split(",") == ["manager", "worker-1", "worker-2"]
+    assert sim_args.advertise_url == f"http://kubesim:{sim_args.port}"
     assert (ROOT / "kubesim").is_dir()
     for name in ("kubesim", *SERVICES):
         svc = services[name]
