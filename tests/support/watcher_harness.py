@@ -6,6 +6,7 @@ Used by tests/service/test_watcher_*.py and tests/reliability/test_watcher_*.py.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -17,7 +18,7 @@ import msgspec
 from kq import subjects
 from kq.api.registry import decode_object, kind_info
 from kq.config import ClusterConfig
-from kq.kube import KubeClient
+from kq.kube import KubeClient, KubeError
 from kq.messages import Command, CommandOutcome, command_kind
 from kq.mirror import MirrorView, ObjectRecord
 from kq.runtime import Bus
@@ -172,3 +173,54 @@ class SimControl:
         async with self._s.delete(f"{self._base}/kubesim/clusters/{cluster}/faults") as r:
             if r.status >= 300:
                 raise AssertionError(f"clearing faults: {r.status} {await r.text()}")
+
+
+def workload_doc(name: str) -> dict[str, Any]:
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": name, "namespace": "demo"},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]}}
+
+
+class Churn:
+    """Creates, changes and deletes flavors and workloads until stopped (seeded, so reproducible)."""
+
+    def __init__(self, kube: KubeClient, seed: int) -> None:
+        self.kube = kube
+        self.rng = random.Random(seed)
+        self.ops = 0
+        self._live: list[tuple[str, str]] = []
+        self._n = 0
+        self._stop = asyncio.Event()
+
+    async def _one(self) -> None:
+        r = self.rng.random()
+        if r < 0.5 or len(self._live) < 5:
+            self._n += 1
+            if self.rng.random() < 0.5:
+                name = f"f{self._n}"
+                await create(self.kube, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                                         "metadata": {"name": name}})
+                self._live.append(("resourceflavor", name))
+            else:
+                name = f"w{self._n}"
+                await create(self.kube, workload_doc(name))
+                self._live.append(("workload", name))
+        elif r < 0.8:
+            kind, name = self.rng.choice(self._live)
+            body = {"metadata": {"labels": {"touched": str(self.ops)}}}
+            await self.kube.patch(kind, "demo" if kind == "workload" else None, name, body, patch_type="merge")
+        else:
+            kind, name = self._live.pop(self.rng.randrange(len(self._live)))
+            await self.kube.delete(kind, "demo" if kind == "workload" else None, name)
+        self.ops += 1
+
+    async def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                await self._one()
+            except KubeError:
+                pass  # an injected fault hit us too: carry on
+            await asyncio.sleep(0)
+
+    def stop(self) -> None:
+        self._stop.set()

@@ -1,0 +1,8 @@
+"""python -m services.watcher: the only kq process that talks to Kubernetes."""
+
+from kq.runtime import run_service
+from services.watcher.service import SERVICE, main
+
+if __name__ == "__main__":
+    # Ready only once every kind of every cluster has been listed into the mirror.
+    raise SystemExit(run_service(SERVICE, main, ready_when_started=False))

@@ -1,0 +1,36 @@
+"""Carry out one write a core decided, against the API server: the only place cores' Actions meet HTTP.
+
+Errors stay typed (kq.kube): the callers decide what a Conflict or NotFound means
+for them (re-read and re-plan; give up; retry later).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kq.api.registry import decode_object
+from kq.kube import KubeClient
+from services.watcher.core.writes import Action, Create, Delete, Write
+
+
+async def apply_action(client: KubeClient, action: Action) -> Any | None:
+    """Apply; returns the object as the server stored it (None after a delete)."""
+    ns = action.namespace or None
+    match action:
+        case Write():
+            raw = await client.patch(action.kind, ns, action.name, action.patch, patch_type="merge",
+                                     subresource=action.subresource)
+        case Create():
+            raw = await client.create(action.kind, ns, action.body)
+        case Delete():
+            await client.delete(action.kind, ns, action.name,
+                                preconditions={"uid": action.uid, "resourceVersion": action.resource_version})
+            return None
+        case _:
+            raise TypeError(f"not an action: {action!r}")
+    return decode_object(action.kind, raw)
+
+
+async def read(client: KubeClient, kind: str, namespace: str, name: str) -> Any | None:
+    raw = await client.get(kind, namespace or None, name)
+    return None if raw is None else decode_object(kind, raw)

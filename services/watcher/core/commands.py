@@ -1,0 +1,173 @@
+"""What a command from the bus means for the object it names: plan_command.
+
+Pure: (command, the object as last read, the writer's newest epoch, now) -> one
+conditional Write, Skip (already as wanted: applied) or Refusal (why not). The
+shell applies a Write and plans again on the answer until Skip or Refusal, so a
+command that needs two writes (DeactivateWorkload: spec.active, then the
+Evicted condition) converges the same way, and a 409 is just "plan again on a
+fresh read". Semantics follow Kueue's scheduler and workload controller.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+from msgspec.structs import replace
+
+from kq.api import constants as k
+from kq.api.kueue import ClusterQueue, LocalQueue, Workload
+from kq.api.meta import find_condition
+from kq.messages import (
+    AdmitWorkload,
+    Command,
+    DeactivateWorkload,
+    EvictWorkload,
+    Fence,
+    SetClusterQueueStatus,
+    SetLocalQueueStatus,
+    SetWorkloadPending,
+)
+from services.watcher.core import workload_status as ws
+from services.watcher.core.writes import Refusal, Skip, Write, patch_write
+
+Target = Union[Workload, ClusterQueue, LocalQueue, None]
+Plan = Union[Write, Skip, Refusal]
+
+# Refusal reasons (CommandOutcome.reason).
+STALE_EPOCH = "StaleEpoch"
+NOT_FOUND = "NotFound"
+UID_MISMATCH = "UidMismatch"
+DELETING = "Deleting"
+FINISHED = "Finished"
+INACTIVE = "Inactive"
+ALREADY_ADMITTED = "AlreadyAdmitted"
+NOT_ADMITTED = "NotAdmitted"
+QUOTA_RESERVED = "QuotaReserved"
+EVICTION_IN_PROGRESS = "EvictionInProgress"
+WRONG_KIND = "WrongKind"
+
+
+def target_ref(cmd: Command) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) of the object a command is about; None for Fence."""
+    match cmd:
+        case AdmitWorkload() | EvictWorkload() | SetWorkloadPending() | DeactivateWorkload():
+            return "workload", cmd.namespace, cmd.name
+        case SetClusterQueueStatus():
+            return "clusterqueue", "", cmd.name
+        case SetLocalQueueStatus():
+            return "localqueue", cmd.namespace, cmd.name
+        case Fence():
+            return None
+    raise TypeError(f"unknown command type {type(cmd).__name__}")
+
+
+def plan_command(cmd: Command, current: Target, max_epoch: int, now: str) -> Plan:
+    if cmd.epoch < max_epoch:
+        return Refusal(reason=STALE_EPOCH, message=f"writer {cmd.writer} epoch {cmd.epoch} < {max_epoch}")
+    match cmd:
+        case Fence():
+            return Skip(reason="Fenced")
+        case AdmitWorkload():
+            return _workload(cmd, current) or _admit(cmd, current, now)  # type: ignore[arg-type]
+        case EvictWorkload():
+            return _workload(cmd, current) or _evict(cmd, current, now)  # type: ignore[arg-type]
+        case SetWorkloadPending():
+            return _workload(cmd, current) or _pending(cmd, current, now)  # type: ignore[arg-type]
+        case DeactivateWorkload():
+            return _workload(cmd, current) or _deactivate(cmd, current, now)  # type: ignore[arg-type]
+        case SetClusterQueueStatus():
+            if current is None:
+                return Refusal(reason=NOT_FOUND, message=f"ClusterQueue {cmd.name} not found")
+            if not isinstance(current, ClusterQueue):
+                return Refusal(reason=WRONG_KIND, message=f"expected a ClusterQueue, got {type(current).__name__}")
+            return _set_status("clusterqueue", current, replace(current, status=cmd.status))
+        case SetLocalQueueStatus():
+            if current is None:
+                return Refusal(reason=NOT_FOUND, message=f"LocalQueue {cmd.namespace}/{cmd.name} not found")
+            if not isinstance(current, LocalQueue):
+                return Refusal(reason=WRONG_KIND, message=f"expected a LocalQueue, got {type(current).__name__}")
+            return _set_status("localqueue", current, replace(current, status=cmd.status))
+    raise TypeError(f"unknown command type {type(cmd).__name__}")
+
+
+def _set_status(kind: str, old: ClusterQueue | LocalQueue, new: ClusterQueue | LocalQueue) -> Plan:
+    return patch_write(kind, old, new, status=True, why="status from admission") or Skip(reason="Unchanged")
+
+
+WorkloadCommand = Union[AdmitWorkload, EvictWorkload, SetWorkloadPending, DeactivateWorkload]
+
+
+def _workload(cmd: WorkloadCommand, current: Target) -> Refusal | None:
+    """Refuse unless `current` is the very Workload the command was decided on."""
+    if current is None:
+        return Refusal(reason=NOT_FOUND, message=f"Workload {cmd.namespace}/{cmd.name} not found")
+    if not isinstance(current, Workload):
+        return Refusal(reason=WRONG_KIND, message=f"expected a Workload, got {type(current).__name__}")
+    if current.metadata.uid != cmd.uid:
+        return Refusal(reason=UID_MISMATCH, message=f"command for uid {cmd.uid}, workload has {current.metadata.uid}")
+    return None
+
+
+def _status_write(wl: Workload, new: Workload, why: str, done: str) -> Plan:
+    return patch_write("workload", wl, new, status=True, why=why) or Skip(reason=done)
+
+
+def _admit(cmd: AdmitWorkload, wl: Workload, now: str) -> Plan:
+    """Scheduler.admit: status.admission + QuotaReserved (+ Admitted once every check is ready)."""
+    if wl.metadata.deletion_timestamp is not None:
+        return Refusal(reason=DELETING, message="workload is being deleted")
+    if ws.is_finished(wl):
+        return Refusal(reason=FINISHED, message="workload is finished")
+    if not wl.spec.is_active:
+        return Refusal(reason=INACTIVE, message="workload is deactivated")
+    if ws.is_evicted(wl) and ws.has_quota_reservation(wl):
+        return Refusal(reason=EVICTION_IN_PROGRESS, message="the workload still holds the quota it is being evicted from")
+    if ws.has_quota_reservation(wl) or wl.status.admission is not None:
+        if wl.status.admission != cmd.admission:
+            held = wl.status.admission.cluster_queue if wl.status.admission else "?"
+            return Refusal(reason=ALREADY_ADMITTED, message=f"quota already reserved in ClusterQueue {held}")
+        if cmd.admitted and not ws.is_admitted(wl):
+            return _status_write(wl, ws.set_admitted(wl, now), "admission checks ready", "AlreadyApplied")
+        return Skip(reason="AlreadyApplied")
+    new = ws.set_quota_reservation(wl, cmd.admission, now, admitted=cmd.admitted, message=cmd.message)
+    return _status_write(wl, new, f"admit to ClusterQueue {cmd.admission.cluster_queue}", "AlreadyApplied")
+
+
+def _evict(cmd: EvictWorkload, wl: Workload, now: str) -> Plan:
+    """evict.Evict (+ Preempted when preempted). Releasing the quota waits for the job to stop."""
+    if ws.is_finished(wl):
+        return Refusal(reason=FINISHED, message="workload is finished")
+    if ws.is_evicted(wl):
+        return Skip(reason="AlreadyEvicted")
+    if not ws.has_quota_reservation(wl):
+        return Refusal(reason=NOT_ADMITTED, message="workload holds no quota")
+    new = ws.evict(wl, cmd.reason, cmd.message, now, preemption_reason=cmd.preemption_reason)
+    return _status_write(wl, new, f"evict: {cmd.reason}", "AlreadyEvicted")
+
+
+def _pending(cmd: SetWorkloadPending, wl: Workload, now: str) -> Plan:
+    """QuotaReserved=False with why it waits; nothing written when it already says so."""
+    if ws.is_finished(wl):
+        return Refusal(reason=FINISHED, message="workload is finished")
+    if ws.has_quota_reservation(wl):
+        return Refusal(reason=QUOTA_RESERVED, message="workload holds quota")
+    cur = find_condition(wl.status.conditions, k.WORKLOAD_QUOTA_RESERVED)
+    if cur is not None and cur.status == "False" and cur.reason == cmd.reason and cur.message == cmd.message:
+        return Skip(reason="Unchanged")
+    return _status_write(wl, ws.set_pending(wl, cmd.reason, cmd.message, now), f"pending: {cmd.reason}", "Unchanged")
+
+
+def _deactivate(cmd: DeactivateWorkload, wl: Workload, now: str) -> Plan:
+    """spec.active=false, then (the workload controller's part) Evicted with the deactivation reason,
+    requeue state and DeactivationTarget cleared."""
+    if ws.is_finished(wl):
+        return Refusal(reason=FINISHED, message="workload is finished")
+    if wl.spec.is_active:
+        new = replace(wl, spec=replace(wl.spec, active=False))
+        return patch_write("workload", wl, new, status=False, why=f"deactivate: {cmd.reason}") or Skip(reason="AlreadyApplied")
+    if ws.is_evicted(wl):
+        return Skip(reason="AlreadyApplied")
+    conds = tuple(c for c in wl.status.conditions if c.type != k.WORKLOAD_DEACTIVATION_TARGET)
+    cleared = replace(wl, status=replace(wl.status, conditions=conds, requeue_state=None))
+    new = ws.evict(cleared, cmd.reason, cmd.message, now)
+    return _status_write(wl, new, f"deactivated: {cmd.reason}", "AlreadyApplied")

@@ -1,0 +1,210 @@
+"""Kueue's Workload status transitions as pure functions (pkg/workload, pkg/workload/evict, .../finish).
+
+Each takes a Workload and `now` (RFC 3339) and returns the new Workload; the
+caller diffs old and new into a conditional patch. Condition updates follow
+apimeta.SetStatusCondition: the transition time moves only when the status does.
+"""
+
+from __future__ import annotations
+
+from msgspec.structs import replace
+
+from kq.api import constants as k
+from kq.api.kueue import (
+    Admission,
+    AdmissionCheckState,
+    SchedulingStats,
+    Workload,
+    WorkloadSchedulingStatsEviction,
+)
+from kq.api.meta import Condition, condition_is_true, find_condition
+
+MAX_CONDITION_MESSAGE = 32 * 1024  # api.TruncateConditionMessage
+DEACTIVATED_DUE_TO = f"{k.REASON_DEACTIVATED}DueTo"
+
+
+def _truncate(message: str) -> str:
+    if len(message) <= MAX_CONDITION_MESSAGE:
+        return message
+    return message[: MAX_CONDITION_MESSAGE - 3] + "..."
+
+
+def set_condition(conditions: tuple[Condition, ...], new: Condition, now: str) -> tuple[Condition, ...]:
+    """apimeta.SetStatusCondition: replace the condition of that type, keeping its transition time
+    unless the status changes; append it when absent."""
+    new = replace(new, message=_truncate(new.message))
+    for i, cur in enumerate(conditions):
+        if cur.type != new.type:
+            continue
+        ltt = cur.last_transition_time if cur.status == new.status else (new.last_transition_time or now)
+        merged = replace(new, last_transition_time=ltt)
+        if merged == cur:
+            return conditions
+        return conditions[:i] + (merged,) + conditions[i + 1 :]
+    return conditions + (replace(new, last_transition_time=new.last_transition_time or now),)
+
+
+def _cond(wl: Workload, type_: str, status: str, reason: str, message: str, *, generation: bool = True) -> Condition:
+    return Condition(
+        type=type_,
+        status=status,  # type: ignore[arg-type]
+        reason=reason,
+        message=message,
+        observed_generation=wl.metadata.generation if generation else None,
+    )
+
+
+def _with_conditions(wl: Workload, conditions: tuple[Condition, ...], **status_fields: object) -> Workload:
+    return replace(wl, status=replace(wl.status, conditions=conditions, **status_fields))
+
+
+def has_quota_reservation(wl: Workload) -> bool:
+    return condition_is_true(wl.status.conditions, k.WORKLOAD_QUOTA_RESERVED)
+
+
+def is_admitted(wl: Workload) -> bool:
+    return condition_is_true(wl.status.conditions, k.WORKLOAD_ADMITTED)
+
+
+def is_finished(wl: Workload) -> bool:
+    return condition_is_true(wl.status.conditions, k.WORKLOAD_FINISHED)
+
+
+def is_evicted(wl: Workload) -> bool:
+    return condition_is_true(wl.status.conditions, k.WORKLOAD_EVICTED)
+
+
+def _reset_active(conditions: tuple[Condition, ...], wl: Workload, type_: str, reason: str, now: str) -> tuple[Condition, ...]:
+    """resetActiveCondition: a True condition of this type turns False, "Previously: <message>"."""
+    prev = find_condition(conditions, type_)
+    if prev is None or prev.status != "True":
+        return conditions
+    return set_condition(conditions, _cond(wl, type_, "False", reason, "Previously: " + prev.message), now)
+
+
+def set_quota_reservation(wl: Workload, admission: Admission, now: str, *, admitted: bool, message: str = "") -> Workload:
+    """workload.SetQuotaReservation, then SyncAdmittedCondition when every admission check is ready."""
+    conds = set_condition(
+        wl.status.conditions,
+        _cond(wl, k.WORKLOAD_QUOTA_RESERVED, "True", k.REASON_QUOTA_RESERVED,
+              message or f"Quota reserved in ClusterQueue {admission.cluster_queue}"),
+        now,
+    )
+    for type_ in (k.WORKLOAD_EVICTED, k.WORKLOAD_PREEMPTED, k.WORKLOAD_BLOCKED_ON_PREEMPTION_GATES):
+        conds = _reset_active(conds, wl, type_, k.REASON_QUOTA_RESERVED, now)
+    if admitted:
+        conds = set_condition(conds, _cond(wl, k.WORKLOAD_ADMITTED, "True", k.REASON_ADMITTED, "The workload is admitted"), now)
+    return _with_conditions(wl, conds, admission=admission, unhealthy_nodes=())
+
+
+def set_admitted(wl: Workload, now: str) -> Workload:
+    conds = set_condition(
+        wl.status.conditions, _cond(wl, k.WORKLOAD_ADMITTED, "True", k.REASON_ADMITTED, "The workload is admitted"), now
+    )
+    return _with_conditions(wl, conds)
+
+
+def set_pending(wl: Workload, reason: str, message: str, now: str) -> Workload:
+    conds = set_condition(wl.status.conditions, _cond(wl, k.WORKLOAD_QUOTA_RESERVED, "False", reason, message), now)
+    return _with_conditions(wl, conds)
+
+
+def _split_deactivation(reason: str) -> tuple[str, str]:
+    """"DeactivatedDueToRequeuingLimitExceeded" -> ("Deactivated", "RequeuingLimitExceeded") (ReasonWithCause)."""
+    if reason.startswith(DEACTIVATED_DUE_TO):
+        return k.REASON_DEACTIVATED, reason[len(DEACTIVATED_DUE_TO) :]
+    return reason, ""
+
+
+def _count_eviction(stats: SchedulingStats | None, reason: str, cause: str) -> SchedulingStats:
+    evictions = list((stats or SchedulingStats()).evictions)
+    for i, e in enumerate(evictions):
+        if e.reason == reason and e.underlying_cause == cause:
+            evictions[i] = replace(e, count=e.count + 1)
+            break
+    else:
+        evictions.append(WorkloadSchedulingStatsEviction(reason=reason, underlying_cause=cause, count=1))
+    return SchedulingStats(evictions=tuple(evictions))
+
+
+def _reset_checks(checks: tuple[AdmissionCheckState, ...], now: str) -> tuple[AdmissionCheckState, ...]:
+    out = []
+    for c in checks:
+        if c.state == k.CHECK_PENDING:
+            out.append(c)
+            continue
+        retry = (c.retry_count or 0) + 1 if c.state == k.CHECK_RETRY else None
+        out.append(AdmissionCheckState(
+            name=c.name,
+            state=k.CHECK_PENDING,  # type: ignore[arg-type]
+            message="Reset to Pending after eviction. Previously: " + c.state,
+            last_transition_time=now,
+            requeue_after_seconds=c.requeue_after_seconds,
+            retry_count=retry,
+        ))
+    return tuple(out)
+
+
+def evict(wl: Workload, reason: str, message: str, now: str, *, preemption_reason: str | None = None) -> Workload:
+    """evict.Evict's prepareForEviction (+ the Preempted condition when preempted): Evicted=True,
+    nominations and admission checks reset, eviction counted per reason. The quota stays
+    reserved until the job has stopped (finish_eviction)."""
+    conds = set_condition(wl.status.conditions, _cond(wl, k.WORKLOAD_EVICTED, "True", reason, message), now)
+    if preemption_reason:
+        conds = set_condition(
+            conds, _cond(wl, k.WORKLOAD_PREEMPTED, "True", preemption_reason, message, generation=False), now
+        )
+    gates = find_condition(conds, k.WORKLOAD_BLOCKED_ON_PREEMPTION_GATES)
+    if gates is not None and gates.status == "True":
+        conds = set_condition(conds, _cond(wl, k.WORKLOAD_BLOCKED_ON_PREEMPTION_GATES, "False", reason, message), now)
+    count_reason, cause = _split_deactivation(reason)
+    st = wl.status
+    return replace(wl, status=replace(
+        st,
+        conditions=conds,
+        cluster_name=None,
+        nominated_cluster_names=(),
+        admission_checks=_reset_checks(st.admission_checks, now),
+        unhealthy_nodes=(),
+        preemption_gates=tuple(replace(g, position="Closed", last_transition_time=now) for g in st.preemption_gates),
+        scheduling_stats=_count_eviction(st.scheduling_stats, count_reason, cause),
+    ))
+
+
+def _sync_admitted_after_release(conds: tuple[Condition, ...], wl: Workload, now: str) -> tuple[Condition, ...]:
+    """SyncAdmittedCondition once the reservation is gone (UnadmittedWorkloadsObservability, on by default)."""
+    return set_condition(
+        conds, _cond(wl, k.WORKLOAD_ADMITTED, "False", k.REASON_NO_RESERVATION, "The workload has no reservation"), now
+    )
+
+
+def unset_quota_reservation(wl: Workload, reason: str, message: str, now: str) -> Workload:
+    """workload.UnsetQuotaReservationWithCondition."""
+    conds = set_condition(wl.status.conditions, _cond(wl, k.WORKLOAD_QUOTA_RESERVED, "False", reason, message), now)
+    conds = _sync_admitted_after_release(conds, wl, now)
+    return _with_conditions(wl, conds, admission=None)
+
+
+def finish_eviction(wl: Workload, now: str) -> Workload:
+    """The job reconciler's step after the job stopped: Requeued (True only after a preemption or node
+    failures), QuotaReserved=False PendingEvaluation with the eviction message, admission cleared."""
+    ev = find_condition(wl.status.conditions, k.WORKLOAD_EVICTED)
+    reason = ev.reason if ev is not None else ""
+    message = ev.message if ev is not None else ""
+    requeued = reason in (k.EVICTED_BY_PREEMPTION, k.EVICTED_DUE_TO_NODE_FAILURES)
+    # SetRequeuedCondition keeps no transition time of its own beyond SetStatusCondition's.
+    conds = set_condition(
+        wl.status.conditions,
+        _cond(wl, k.WORKLOAD_REQUEUED, "True" if requeued else "False", reason, message),
+        now,
+    )
+    wl = _with_conditions(wl, conds)
+    return unset_quota_reservation(wl, k.REASON_PENDING_EVALUATION, message, now)
+
+
+def finish(wl: Workload, reason: str, message: str, now: str) -> Workload:
+    """finish.Finish: Finished=True with Succeeded/Failed (no-op when already finished)."""
+    if is_finished(wl):
+        return wl
+    conds = set_condition(wl.status.conditions, _cond(wl, k.WORKLOAD_FINISHED, "True", reason, message), now)
+    return _with_conditions(wl, conds)

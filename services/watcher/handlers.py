@@ -1,0 +1,170 @@
+"""Commands from KQ_CMD: decode -> plan (core.commands) -> conditional write -> outcome -> ack.
+
+A batch is split by target object: commands for the same object run in stream
+order, different objects run concurrently. If one command for an object must
+be retried, the later ones for that object are retried too, so they never
+overtake it. The outcome is published (and acknowledged by the stream) before
+the command is acked; a redelivered command plans again and finds its work
+done (Skip -> applied), so the outcome is the same and deduplicated.
+
+Decisions start from the watcher's cache; a write is conditional so a stale
+cache costs a 409 and a re-read. A Skip or a Refusal is only concluded on a
+fresh read from the API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from kq import subjects
+from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled
+from kq.messages import Command, CommandOutcome, Fence, command_decoder
+from kq.obs import get_logger
+from kq.runtime import Bus, Delivery, PermanentError, TemporaryError
+from services.watcher.apply import apply_action, read
+from services.watcher.clock import now_rfc3339
+from services.watcher.core.commands import STALE_EPOCH, plan_command, target_ref
+from services.watcher.core.writes import Refusal, Skip
+from services.watcher.objects import ClusterObjects
+
+
+class _Blocked(TemporaryError):
+    pass
+
+
+class CommandExecutor:
+    def __init__(self, bus: Bus, cluster: str, client: KubeClient, objects: ClusterObjects, *,
+                 concurrency: int, max_replans: int) -> None:
+        self.bus = bus
+        self.cluster = cluster
+        self.client = client
+        self.objects = objects
+        self.max_replans = max_replans
+        self.epochs: dict[str, int] = {}  # writer -> newest epoch seen
+        self._sem = asyncio.Semaphore(concurrency)
+        self.log = get_logger("kq.watcher.commands", cluster=cluster)
+
+    # --- epochs survive a restart through the outcomes we published ---
+
+    async def restore_epochs(self, timeout_s: float = 60.0) -> None:
+        """The newest outcome per writer tells the epoch it had reached (a lower bound; commands raise it)."""
+
+        async def handle(d: Delivery) -> None:
+            try:
+                out = msgspec.json.decode(d.data, type=CommandOutcome)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                return
+            if out.cluster == self.cluster and out.reason != STALE_EPOCH:
+                self.epochs[out.writer] = max(self.epochs.get(out.writer, 0), out.epoch)
+
+        replay = self.bus.replay(subjects.EVENTS_STREAM, f"{subjects.PREFIX}.out.*.{subjects.escape(self.cluster)}",
+                                 handle, deliver="last_per_subject")
+        async with replay:
+            await replay.wait_caught_up(timeout=timeout_s)
+
+    # --- the batch handler ---
+
+    async def handle_batch(self, deliveries: list[Delivery]) -> Sequence[BaseException | None]:
+        results: list[BaseException | None] = [None] * len(deliveries)
+        groups: dict[Any, list[tuple[int, Command, int]]] = {}
+        # Epochs in stream order: a command is judged against the newest epoch its writer had
+        # shown up to that point, whatever order the groups then run in.
+        running = dict(self.epochs)
+        for i, d in enumerate(deliveries):
+            try:
+                cmd = command_decoder.decode(d.data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                results[i] = PermanentError(f"{d.subject}: not a command: {e}")
+                continue
+            if cmd.cluster != self.cluster:
+                results[i] = PermanentError(f"{d.subject}: command for cluster {cmd.cluster!r} on {self.cluster!r}'s subject")
+                continue
+            seen = running.get(cmd.writer, 0)
+            running[cmd.writer] = max(seen, cmd.epoch)
+            ref = target_ref(cmd) or ("fence", cmd.writer, "")
+            groups.setdefault(ref, []).append((i, cmd, seen))
+
+        async def run_group(items: list[tuple[int, Command, int]]) -> None:
+            async with self._sem:
+                blocked: BaseException | None = None
+                for i, cmd, max_epoch in items:
+                    if blocked is not None:
+                        results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
+                        continue
+                    try:
+                        await self.execute(cmd, max_epoch)
+                    except TemporaryError as e:
+                        results[i] = blocked = e
+                    except Exception as e:
+                        results[i] = blocked = e
+
+        async with asyncio.TaskGroup() as tg:
+            for items in groups.values():
+                tg.create_task(run_group(items))
+        for writer, epoch in running.items():
+            self.epochs[writer] = max(self.epochs.get(writer, 0), epoch)
+        return results
+
+    # --- one command ---
+
+    async def execute(self, cmd: Command, max_epoch: int | None = None) -> CommandOutcome:
+        """Apply one command and publish its outcome. max_epoch defaults to the newest seen."""
+        if max_epoch is None:
+            max_epoch = self.epochs.get(cmd.writer, 0)
+        outcome = await self._apply(cmd, max_epoch)
+        if outcome.reason != STALE_EPOCH:
+            self.epochs[cmd.writer] = max(self.epochs.get(cmd.writer, 0), cmd.epoch)
+        await self.bus.publish(subjects.outcome_subject(cmd.writer, self.cluster), outcome, msg_id=f"out:{cmd.id}")
+        log = self.log.info if outcome.applied else self.log.warning
+        log("command done", id=cmd.id, type=type(cmd).__name__, applied=outcome.applied, reason=outcome.reason)
+        return outcome
+
+    def _outcome(self, cmd: Command, applied: bool, reason: str, rv: str) -> CommandOutcome:
+        return CommandOutcome(command_id=cmd.id, cluster=self.cluster, writer=cmd.writer, epoch=cmd.epoch,
+                              applied=applied, reason=reason, resource_version=rv)
+
+    async def _apply(self, cmd: Command, max_epoch: int) -> CommandOutcome:
+        ref = target_ref(cmd)
+        if ref is None or isinstance(cmd, Fence) or cmd.epoch < max_epoch:
+            plan = plan_command(cmd, None, max_epoch, now_rfc3339())
+            return self._outcome(cmd, isinstance(plan, Skip), plan.reason, "")
+        kind, ns, name = ref
+        current: Any = self.objects.get(kind, ns, name) if self.objects.caches(kind) else None
+        fresh = current is None
+        if fresh:
+            current = await self._read(kind, ns, name)
+        wrote = False
+        for _ in range(self.max_replans):
+            plan = plan_command(cmd, current, max_epoch, now_rfc3339())
+            rv = current.metadata.resource_version if current is not None else ""
+            if isinstance(plan, (Skip, Refusal)):
+                if not fresh and plan.reason != STALE_EPOCH:  # conclude only on the server's word
+                    current, fresh = await self._read(kind, ns, name), True
+                    continue
+                if isinstance(plan, Refusal):
+                    return self._outcome(cmd, False, plan.reason, rv)
+                return self._outcome(cmd, True, "" if wrote else plan.reason, rv)
+            try:
+                current = await apply_action(self.client, plan)
+                wrote, fresh = True, True
+            except (Conflict, NotFound):
+                current, fresh = await self._read(kind, ns, name), True
+            except (BadRequest, Forbidden) as e:
+                return self._outcome(cmd, False, "Rejected" if isinstance(e, BadRequest) else "Forbidden", rv)
+            except Throttled as e:
+                raise TemporaryError(str(e), delay_s=max(e.retry_after, 0.2)) from e
+            except KubeError as e:
+                raise TemporaryError(str(e)) from e
+        raise TemporaryError(f"{kind} {ns}/{name} kept changing under {type(cmd).__name__} {cmd.id}")
+
+    async def _read(self, kind: str, ns: str, name: str) -> Any:
+        try:
+            return await read(self.client, kind, ns, name)
+        except Throttled as e:
+            raise TemporaryError(str(e), delay_s=max(e.retry_after, 0.2)) from e
+        except KubeError as e:
+            raise TemporaryError(str(e)) from e

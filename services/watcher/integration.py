@@ -1,0 +1,180 @@
+"""The Job integration's shell: a work queue of Jobs (and job-less Workloads) to reconcile.
+
+Watch events mark keys dirty; workers take a key, ask the core (core.jobs) for
+the next step, apply it conditionally, and ask again with the server's answer,
+until the core says Skip. A 409 means "read it again and decide again". A key
+marked dirty while being worked on is worked on again afterwards, so no event
+is lost and no key is processed by two workers at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kq.api.constants import PREBUILT_WORKLOAD_LABEL
+from kq.api.core import Job
+from kq.api.kueue import Workload
+from kq.kube import AlreadyExists, Conflict, KubeClient, KubeError, NotFound, Throttled
+from kq.obs import get_logger
+from services.watcher.apply import apply_action, read
+from services.watcher.clock import now_rfc3339
+from services.watcher.core import jobs as core
+from services.watcher.core.job_pods import owned_by
+from services.watcher.core.writes import Delete, Skip
+from services.watcher.objects import ClusterObjects
+
+WorkKey = tuple[str, str, str]  # ("job" | "workload", namespace, name)
+NEEDED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass")
+
+
+class JobIntegration:
+    def __init__(self, client: KubeClient, objects: ClusterObjects, *, workers: int, max_steps: int,
+                 retry_base_s: float = 0.2, retry_max_s: float = 5.0) -> None:
+        self.client = client
+        self.objects = objects
+        self.workers = workers
+        self.max_steps = max_steps
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self._queue: asyncio.Queue[WorkKey] = asyncio.Queue()
+        self._queued: set[WorkKey] = set()
+        self._busy: set[WorkKey] = set()
+        self._again: set[WorkKey] = set()
+        self.ready = asyncio.Event()
+        self.writes = 0
+        self.log = get_logger("kq.watcher.jobs", cluster=objects.cluster)
+
+    # --- what to look at ---
+
+    def on_change(self, kind: str, old: Any, new: Any) -> None:
+        """A cached object changed (old/new None when created/deleted; both None: a list completed)."""
+        if not self.ready.is_set() and all(k in self.objects.synced for k in NEEDED_KINDS):
+            self.ready.set()
+        obj = new if new is not None else old
+        if obj is None:
+            return
+        meta = obj.metadata
+        if kind == "job":
+            self.mark(("job", meta.namespace, meta.name))
+        elif kind == "workload":
+            self.mark(self._workload_key(obj))
+        elif kind in ("resourceflavor", "workloadpriorityclass"):
+            for job in self.objects.all("job"):  # a flavor or class may unblock any waiting job
+                self.mark(("job", job.metadata.namespace, job.metadata.name))
+
+    def _workload_key(self, wl: Workload) -> WorkKey:
+        ns = wl.metadata.namespace
+        ref = wl.metadata.controller_ref()
+        if ref is not None and ref.kind == "Job" and self.objects.job(ns, ref.name) is not None:
+            return ("job", ns, ref.name)
+        if ref is None and (job := self.objects.job_using_prebuilt(ns, wl.metadata.name)) is not None:
+            return ("job", ns, job.metadata.name)
+        return ("workload", ns, wl.metadata.name)
+
+    def mark(self, key: WorkKey) -> None:
+        if key in self._busy:
+            self._again.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def idle(self) -> bool:
+        return not self._queued and not self._busy
+
+    # --- workers ---
+
+    async def run(self) -> None:
+        await self.ready.wait()
+        self.log.info("job integration started", jobs=len(self.objects.all("job")))
+        async with asyncio.TaskGroup() as tg:
+            for i in range(self.workers):
+                tg.create_task(self._worker(), name=f"jobs-worker-{i}")
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            self._busy.add(key)
+            retry_in: float | None = None
+            try:
+                retry_in = await self._reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except KubeError as e:  # could not even read: the API server is struggling
+                self.log.warning("reconcile interrupted; will retry", key=key, error=str(e))
+                retry_in = max(e.retry_after, self.retry_base_s) if isinstance(e, Throttled) else self.retry_base_s
+            except Exception as e:  # a bug: log it loudly, look again later
+                self.log.error("reconcile failed", key=key, error=repr(e), exc_info=e)
+                retry_in = self.retry_max_s
+            finally:
+                self._busy.discard(key)
+            if key in self._again or retry_in is not None:
+                self._again.discard(key)
+                if retry_in:
+                    asyncio.get_running_loop().call_later(retry_in, self.mark, key)
+                else:
+                    self.mark(key)
+
+    async def _reconcile(self, key: WorkKey) -> float | None:
+        """Steps until the core is satisfied; returns a delay when the key must be looked at again."""
+        kind, ns, name = key
+        job: Job | None = self.objects.job(ns, name) if kind == "job" else None
+        wl: Workload | None = self._workload_for(job) if kind == "job" else self.objects.get("workload", ns, name)
+        if kind == "job" and job is None:
+            return None
+        if kind == "workload" and wl is None:
+            return None
+        if kind == "workload" and (ref := wl.metadata.controller_ref()) is not None and ref.kind != "Job":
+            return None  # another integration's workload (JobSet, ...): not ours to drive
+        for _ in range(self.max_steps):
+            now = now_rfc3339()
+            if job is not None:
+                step = core.reconcile_job(job, wl, self.objects.flavors(), self.objects.priority_classes(), now)
+            else:
+                assert wl is not None
+                step = core.reconcile_unowned_workload(wl, now)
+            if isinstance(step, Skip):
+                return None
+            try:
+                result = await apply_action(self.client, step)
+                self.writes += 1
+                self.log.info("applied", key=key, kind=step.kind, name=step.name, why=step.why)
+            except (Conflict, NotFound) as e:
+                # Decided on a stale view (or the object is gone): read it again and decide again.
+                self.log.debug("stale; reading again", key=key, kind=step.kind, error=str(e))
+                fresh = await read(self.client, step.kind, step.namespace, step.name)
+                if step.kind == "job":
+                    if fresh is None:
+                        return None
+                    job = fresh
+                elif isinstance(e, AlreadyExists) and fresh is not None and job is not None and not owned_by(fresh, job):
+                    self.log.warning("a workload with this job's name belongs to something else", key=key)
+                    return self.retry_max_s
+                else:
+                    wl = fresh
+                continue
+            except KubeError as e:
+                wait = max(e.retry_after, self.retry_base_s) if isinstance(e, Throttled) else self.retry_base_s
+                self.log.warning("write failed; will retry", key=key, error=str(e), delay_s=wait)
+                return wait
+            if isinstance(step, Delete):
+                return None  # the Workload goes through its finalizer; its events bring us back
+            if step.kind == "job":
+                job = result
+            else:
+                wl = result
+        self.log.warning("job did not settle; looking again later", key=key, steps=self.max_steps)
+        return self.retry_base_s
+
+    def _workload_for(self, job: Job | None) -> Workload | None:
+        if job is None:
+            return None
+        if prebuilt := job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL):
+            return self.objects.get("workload", job.metadata.namespace, prebuilt)
+        owned = [w for w in self.objects.workloads_of(job.metadata.uid) if owned_by(w, job)]
+        if not owned:
+            return None
+        # Prefer a live one; among several, the first by name is as good as Kueue's choice.
+        live = [w for w in owned if w.metadata.deletion_timestamp is None]
+        return (live or owned)[0]

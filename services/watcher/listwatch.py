@@ -1,0 +1,159 @@
+"""List+watch of one kind in one cluster, feeding the mirror and the typed cache.
+
+The informer pattern, with kubernetes-asyncio's wire quirks handled in kq.kube:
+list (everything, and the list's resourceVersion) -> publish what changed
+against the mirror index, tombstone what vanished, then a SyncMarker -> watch
+from that resourceVersion (bookmarks keep it fresh) -> on a clean end or a cut
+stream, watch again from the last resourceVersion seen -> on 410 Gone, list
+again. API errors back off and retry; nothing here gives up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from kq.kube import Gone, KubeClient, KubeError, NotFound, StreamBroken, Throttled
+from kq.mirror import SyncMarker
+from kq.obs import get_logger
+from services.watcher.mirror import MirrorIndex, MirrorPublisher, Record, head_decoder
+from services.watcher.objects import ClusterObjects
+
+OnChange = Callable[[str, Any, Any], None]  # (kind, old typed object | None, new typed object | None)
+
+
+class KindLoop:
+    def __init__(
+        self,
+        client: KubeClient,
+        cluster: str,
+        kind: str,
+        *,
+        namespace: str | None,
+        index: MirrorIndex,
+        publisher: MirrorPublisher,
+        objects: ClusterObjects,
+        on_change: OnChange,
+        watch_timeout_s: float,
+        retry_base_s: float,
+        retry_max_s: float,
+    ) -> None:
+        self.client = client
+        self.cluster = cluster
+        self.kind = kind
+        self.namespace = namespace
+        self.index = index
+        self.publisher = publisher
+        self.objects = objects
+        self.on_change = on_change
+        self.watch_timeout_s = watch_timeout_s
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self.last_rv = ""
+        self.lists = 0  # full lists done (tests watch re-lists)
+        self.log = get_logger("kq.watcher.listwatch", cluster=cluster, kind=kind)
+        self._typed = objects.caches(kind)
+
+    async def run(self) -> None:
+        delay = self.retry_base_s
+        while True:
+            try:
+                await self._list()
+                delay = self.retry_base_s
+                await self._watch_until_gone()
+            except asyncio.CancelledError:
+                raise
+            except NotFound as e:  # the kind is not served (no such CRD): look again later
+                self.log.warning("kind not served; retrying", error=str(e))
+                await asyncio.sleep(self.retry_max_s)
+            except KubeError as e:
+                wait = max(e.retry_after, delay) if isinstance(e, Throttled) else delay
+                self.log.warning("list failed; retrying", error=str(e), delay_s=wait)
+                await asyncio.sleep(wait)
+                delay = min(delay * 2, self.retry_max_s)
+
+    # --- list ---
+
+    async def _list(self) -> None:
+        items, rv = await self.client.list(self.kind, namespace=self.namespace)
+        records: list[Record] = []
+        typed: list[Any] = []
+        for raw in items:
+            head = head_decoder.decode(raw).metadata
+            records.append(Record(self.kind, head.namespace, head.name, head.uid, head.resource_version, False, raw))
+            if self._typed and (obj := self.objects.decode(self.kind, raw)) is not None:
+                typed.append(obj)
+        present = {(r.namespace, r.name) for r in records}
+        for r in records:
+            if self.index.get(r.key) != (r.uid, r.resource_version):
+                await self._enqueue(r)
+        for ns, name in self.index.keys(self.kind):
+            if (ns, name) not in present:
+                uid, old_rv = self.index.get((self.kind, ns, name)) or ("", "")
+                body = await self.publisher.last_known(self.kind, ns, name, uid, old_rv)
+                await self._enqueue(Record(self.kind, ns, name, uid, rv, True, body))
+        if self._typed:
+            before = {(o.metadata.namespace, o.metadata.name): o for o in self.objects.all(self.kind)}
+            for gone in self.objects.replace_all(self.kind, typed):
+                self.on_change(self.kind, gone, None)
+            for obj in typed:
+                old = before.get((obj.metadata.namespace, obj.metadata.name))
+                if old is None or old.metadata.resource_version != obj.metadata.resource_version:
+                    self.on_change(self.kind, old, obj)
+            self.on_change(self.kind, None, None)  # listed: the cache of this kind is complete
+        await self.publisher.put(SyncMarker(cluster=self.cluster, kind=self.kind, resource_version=rv, count=len(records)))
+        self.last_rv = rv
+        self.lists += 1
+        self.log.info("listed", count=len(records), resource_version=rv)
+
+    async def _enqueue(self, r: Record) -> None:
+        if r.deleted:
+            self.index.remove(r.key)
+        else:
+            self.index.set(r.key, r.uid, r.resource_version)
+        await self.publisher.put(r)
+
+    # --- watch ---
+
+    async def _watch_until_gone(self) -> None:
+        delay = self.retry_base_s
+        while True:
+            try:
+                async for ev in self.client.watch(self.kind, self.last_rv, namespace=self.namespace,
+                                                  timeout_s=self.watch_timeout_s):
+                    await self._event(ev.type, ev.raw)
+                    delay = self.retry_base_s
+            except Gone:
+                self.log.info("watch history expired; listing again", resource_version=self.last_rv)
+                return
+            except StreamBroken as e:
+                self.log.info("watch cut; resuming", resource_version=self.last_rv, error=str(e))
+            except KubeError as e:
+                wait = max(e.retry_after, delay) if isinstance(e, Throttled) else delay
+                self.log.warning("watch failed; retrying", error=str(e), delay_s=wait)
+                await asyncio.sleep(wait)
+                delay = min(delay * 2, self.retry_max_s)
+
+    async def _event(self, etype: str, raw: bytes) -> None:
+        try:
+            head = head_decoder.decode(raw).metadata
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            self.log.error("undecodable watch object; skipped", error=str(e))
+            return
+        if etype == "BOOKMARK":
+            self.last_rv = head.resource_version or self.last_rv
+            return
+        deleted = etype == "DELETED"
+        await self._enqueue(Record(self.kind, head.namespace, head.name, head.uid, head.resource_version, deleted, raw))
+        if self._typed:
+            if deleted:
+                old = self.objects.remove(self.kind, head.namespace, head.name)
+                self.on_change(self.kind, old, None)
+            elif (obj := self.objects.decode(self.kind, raw)) is not None:
+                old = self.objects.get(self.kind, head.namespace, head.name)
+                self.objects.put(self.kind, obj)
+                self.on_change(self.kind, old, obj)
+        self.last_rv = head.resource_version

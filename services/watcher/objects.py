@@ -1,0 +1,107 @@
+"""The typed objects the watcher itself acts on, as its own list/watch last delivered them.
+
+Only the kinds the Job integration and the command executor read are kept
+(Jobs, Workloads, ResourceFlavors, WorkloadPriorityClasses, ClusterQueues,
+LocalQueues). The cache is a hint for deciding, never the last word: every
+write is conditional on the resourceVersion the decision was made on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from kq.api.constants import PREBUILT_WORKLOAD_LABEL
+from kq.api.core import Job
+from kq.api.kueue import ResourceFlavor, Workload, WorkloadPriorityClass
+from kq.api.registry import decode_object
+from kq.obs import get_logger
+
+CACHED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass", "clusterqueue", "localqueue")
+NsName = tuple[str, str]
+
+
+class ClusterObjects:
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self._objs: dict[str, dict[NsName, Any]] = {k: {} for k in CACHED_KINDS}
+        self._owned: dict[str, set[NsName]] = {}  # controller uid -> workloads it controls
+        self.synced: set[str] = set()
+        self.log = get_logger("kq.watcher.objects", cluster=cluster)
+
+    @staticmethod
+    def caches(kind: str) -> bool:
+        return kind in CACHED_KINDS
+
+    def decode(self, kind: str, raw: bytes) -> Any | None:
+        try:
+            return decode_object(kind, raw)
+        except (msgspec.ValidationError, msgspec.DecodeError) as e:
+            self.log.error("cannot decode object; the integration ignores it", kind=kind, error=str(e))
+            return None
+
+    def put(self, kind: str, obj: Any) -> None:
+        key = (obj.metadata.namespace, obj.metadata.name)
+        table = self._objs[kind]
+        if kind == "workload":
+            self._unindex(table.get(key), key)
+            ref = obj.metadata.controller_ref()
+            if ref is not None:
+                self._owned.setdefault(ref.uid, set()).add(key)
+        table[key] = obj
+
+    def remove(self, kind: str, namespace: str, name: str) -> Any | None:
+        key = (namespace, name)
+        old = self._objs[kind].pop(key, None)
+        if kind == "workload":
+            self._unindex(old, key)
+        return old
+
+    def _unindex(self, old: Workload | None, key: NsName) -> None:
+        if old is None:
+            return
+        ref = old.metadata.controller_ref()
+        if ref is not None and (owned := self._owned.get(ref.uid)) is not None:
+            owned.discard(key)
+            if not owned:
+                del self._owned[ref.uid]
+
+    def replace_all(self, kind: str, objs: list[Any]) -> list[Any]:
+        """After a full list: these are all the objects of the kind. Returns the ones that vanished."""
+        table = self._objs[kind]
+        fresh = {(o.metadata.namespace, o.metadata.name) for o in objs}
+        gone = [table[k] for k in sorted(table) if k not in fresh]
+        for o in gone:
+            self.remove(kind, o.metadata.namespace, o.metadata.name)
+        for o in objs:
+            self.put(kind, o)
+        self.synced.add(kind)
+        return gone
+
+    def get(self, kind: str, namespace: str, name: str) -> Any | None:
+        return self._objs[kind].get((namespace, name))
+
+    def all(self, kind: str) -> list[Any]:
+        table = self._objs[kind]
+        return [table[k] for k in sorted(table)]
+
+    def job(self, namespace: str, name: str) -> Job | None:
+        return self._objs["job"].get((namespace, name))
+
+    def job_using_prebuilt(self, namespace: str, workload: str) -> Job | None:
+        """The Job labelled with this prebuilt Workload name, if any (few: MultiKueue workers)."""
+        for (ns, _), job in sorted(self._objs["job"].items()):
+            if ns == namespace and job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL) == workload:
+                return job
+        return None
+
+    def workloads_of(self, owner_uid: str) -> list[Workload]:
+        table = self._objs["workload"]
+        return [table[k] for k in sorted(self._owned.get(owner_uid, ())) if k in table]
+
+    def flavors(self) -> dict[str, ResourceFlavor]:
+        return {name: f for (_, name), f in self._objs["resourceflavor"].items()}
+
+    def priority_classes(self) -> dict[str, WorkloadPriorityClass]:
+        return {name: c for (_, name), c in self._objs["workloadpriorityclass"].items()}

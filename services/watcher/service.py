@@ -1,0 +1,117 @@
+"""Wiring of the watcher: per configured cluster, the mirror (a list+watch loop per kind and one
+publisher), the Job integration, and the command consumer on that cluster's KQ_CMD subjects.
+
+Start order per cluster: rebuild the mirror index from the mirror itself and the writers'
+epochs from our past outcomes, then list/watch, reconcile and consume. The service reports
+ready once every kind of every cluster has been listed once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+
+from kq import subjects
+from kq.config import ClusterConfig, Config
+from kq.kube import KubeClient
+from kq.obs import get_logger
+from kq.runtime import Bus
+from services.watcher.handlers import CommandExecutor
+from services.watcher.integration import NEEDED_KINDS, JobIntegration
+from services.watcher.listwatch import KindLoop
+from services.watcher.mirror import MirrorIndex, MirrorPublisher
+from services.watcher.objects import ClusterObjects
+from services.watcher.settings import WatcherSettings
+
+SERVICE = "watcher"
+
+
+def _ignore(kind: str, old: object, new: object) -> None:
+    pass
+
+
+def command_durable(cluster: str) -> str:
+    return f"watcher-{subjects.escape(cluster)}"
+
+
+class ClusterWatcher:
+    """Everything the watcher does for one cluster."""
+
+    def __init__(self, bus: Bus, cluster: str, client: KubeClient, settings: WatcherSettings) -> None:
+        self.bus = bus
+        self.cluster = cluster
+        self.client = client
+        self.settings = settings
+        self.index = MirrorIndex()
+        self.objects = ClusterObjects(cluster)
+        self.publisher = MirrorPublisher(bus, cluster, batch=settings.publish_batch, queue_size=settings.publish_queue)
+        self.jobs = JobIntegration(client, self.objects, workers=settings.job_workers, max_steps=settings.max_job_steps,
+                                   retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s)
+        self.commands = CommandExecutor(bus, cluster, client, self.objects, concurrency=settings.command_concurrency,
+                                        max_replans=settings.max_replans)
+        kinds = settings.mirrored_kinds()
+        # The Job integration needs Jobs, Workloads, flavors and priority classes; without them it is off.
+        self.integrate = all(kind in kinds for kind in NEEDED_KINDS)
+        on_change = self.jobs.on_change if self.integrate else _ignore
+        self.loops = [
+            KindLoop(client, cluster, kind,
+                     namespace=settings.secrets_namespace if kind == "secret" else None,
+                     index=self.index, publisher=self.publisher, objects=self.objects, on_change=on_change,
+                     watch_timeout_s=settings.watch_timeout_s, retry_base_s=settings.retry_base_s,
+                     retry_max_s=settings.retry_max_s)
+            for kind in kinds
+        ]
+        self.log = get_logger("kq.watcher", cluster=cluster)
+
+    async def wait_synced(self) -> None:
+        """Until every mirrored kind's first list is stored (records and SyncMarker)."""
+        await self.publisher.wait_synced([loop.kind for loop in self.loops])
+
+    async def run(self) -> None:
+        await self.index.rebuild(self.bus, self.cluster)
+        await self.commands.restore_epochs()
+        self.log.info("state rebuilt", mirrored=len(self.index), writers=self.commands.epochs)
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.publisher.run(), name=f"mirror-publisher:{self.cluster}")
+            for loop in self.loops:
+                tg.create_task(loop.run(), name=f"listwatch:{self.cluster}:{loop.kind}")
+            if self.integrate:
+                tg.create_task(self.jobs.run(), name=f"jobs:{self.cluster}")
+            tg.create_task(
+                self.bus.consume_batches(
+                    command_durable(self.cluster), subjects.COMMANDS_STREAM, subjects.command_filter(self.cluster),
+                    self.commands.handle_batch, batch=self.settings.command_batch,
+                ),
+                name=f"commands:{self.cluster}",
+            )
+
+
+async def _mark_ready_when_synced(bus: Bus, watchers: list[ClusterWatcher]) -> None:
+    for w in watchers:
+        await w.wait_synced()
+    bus.mark_ready()
+
+
+async def connect_clusters(stack: AsyncExitStack, bus: Bus, clusters: tuple[ClusterConfig, ...],
+                           settings: WatcherSettings) -> list[ClusterWatcher]:
+    if not clusters:
+        raise ValueError("watcher: no clusters configured (config `clusters`)")
+    watchers: list[ClusterWatcher] = []
+    for c in clusters:
+        client = await KubeClient.from_kubeconfig(c.kubeconfig)
+        stack.push_async_callback(client.close)
+        watchers.append(ClusterWatcher(bus, c.name, client, settings))
+    return watchers
+
+
+async def run_watchers(bus: Bus, watchers: list[ClusterWatcher]) -> None:
+    async with asyncio.TaskGroup() as tg:
+        for w in watchers:
+            tg.create_task(w.run(), name=f"watcher:{w.cluster}")
+        tg.create_task(_mark_ready_when_synced(bus, watchers), name="watcher:ready")
+
+
+async def main(bus: Bus, config: Config, settings: WatcherSettings | None = None) -> None:
+    async with AsyncExitStack() as stack:
+        watchers = await connect_clusters(stack, bus, config.clusters, settings or WatcherSettings())
+        await run_watchers(bus, watchers)

@@ -1,0 +1,410 @@
+"""A thin async Kubernetes client over kubernetes-asyncio's generic ApiClient.
+
+Bodies travel as raw JSON bytes (decoded by the caller with msgspec into the
+kq.api types), never through kubernetes-asyncio's generated models. Every
+HTTP failure becomes one of the typed errors below, so callers decide on data
+(`Conflict` -> re-read, `Gone` -> re-list, `Throttled` -> wait) rather than on
+status codes.
+
+Watches are read line by line from the chunked response ourselves instead of
+through kubernetes-asyncio's Watch helper, whose wire behaviour is awkward: it
+retries a 410 once and then raises, gives up silently on a cut stream
+(`aiohttp.ClientPayloadError`) and hands a non-JSON line over as a plain
+string. Here a cut stream raises `StreamBroken`, an ERROR event raises its
+typed error (`Gone` for 410), and a malformed line raises `ProtocolError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Literal
+
+import aiohttp
+import msgspec
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.config import load_kube_config
+
+from kq.api.registry import kind_info
+
+PatchType = Literal["merge", "json", "strategic"]
+Propagation = Literal["Background", "Foreground", "Orphan"]
+
+_PATCH_CONTENT_TYPES: dict[str, str] = {
+    "merge": "application/merge-patch+json",
+    "json": "application/json-patch+json",
+    "strategic": "application/strategic-merge-patch+json",
+}
+_LIST_PAGE = 500
+_AUTH = ["BearerToken"]
+
+
+# --- typed errors ------------------------------------------------------------------------------
+
+
+class KubeError(Exception):
+    """An API call failed. `status` is the HTTP code (0 when there was no answer)."""
+
+    status: int = 0
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+        self.reason = reason
+
+
+class BadRequest(KubeError):
+    """400/415/422: the request itself is wrong; retrying will not help."""
+
+
+class Forbidden(KubeError):
+    """401/403."""
+
+
+class NotFound(KubeError):
+    status = 404
+
+
+class Conflict(KubeError):
+    """409 on a stale resourceVersion or failed precondition: re-read and re-decide."""
+
+    status = 409
+
+
+class AlreadyExists(Conflict):
+    """409 AlreadyExists on create."""
+
+
+class Gone(KubeError):
+    """410: the resourceVersion is too old (watch) or a continue token expired (list): re-list."""
+
+    status = 410
+
+
+class Throttled(KubeError):
+    """429: wait `retry_after` seconds."""
+
+    status = 429
+
+    def __init__(self, message: str, *, status: int | None = None, reason: str = "", retry_after: float = 1.0) -> None:
+        super().__init__(message, status=status, reason=reason)
+        self.retry_after = retry_after
+
+
+class ServerError(KubeError):
+    """5xx: transient on the server side."""
+
+
+class Unreachable(KubeError):
+    """No answer: connection refused, reset or timed out."""
+
+
+class StreamBroken(Unreachable):
+    """A watch stream was cut mid-way; resume from the last resourceVersion seen."""
+
+
+class ProtocolError(KubeError):
+    """The server answered something that is not the Kubernetes wire format."""
+
+
+# --- wire shapes -------------------------------------------------------------------------------
+
+
+class _Status(msgspec.Struct, frozen=True):
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+class _ListMeta(msgspec.Struct, frozen=True, rename="camel"):
+    resource_version: str = ""
+    # `continue` is a Python keyword; the JSON name is set explicitly.
+    continue_: str = msgspec.field(default="", name="continue")
+
+
+class _List(msgspec.Struct, frozen=True):
+    metadata: _ListMeta = _ListMeta()
+    items: list[msgspec.Raw] | None = None
+
+
+class _WatchLine(msgspec.Struct, frozen=True):
+    type: str
+    object: msgspec.Raw
+
+
+WatchEventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK"]
+_WATCH_TYPES = frozenset(("ADDED", "MODIFIED", "DELETED", "BOOKMARK"))
+
+
+class WatchEvent(msgspec.Struct, frozen=True):
+    """One watch event; `raw` is the object's JSON (for BOOKMARK only metadata.resourceVersion matters)."""
+
+    type: WatchEventType
+    raw: bytes
+
+
+_status_decoder = msgspec.json.Decoder(_Status)
+_list_decoder = msgspec.json.Decoder(_List)
+_line_decoder = msgspec.json.Decoder(_WatchLine)
+
+
+def _error_for(status: int, body: bytes, headers: Mapping[str, str] | None = None, what: str = "") -> KubeError:
+    try:
+        st = _status_decoder.decode(body) if body else _Status()
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        st = _Status(message=body[:200].decode("utf-8", "replace"))
+    code = st.code or status
+    msg = f"{what}: {code} {st.reason} {st.message}".strip()
+    if code == 404:
+        return NotFound(msg, reason=st.reason)
+    if code == 409:
+        cls = AlreadyExists if st.reason == "AlreadyExists" else Conflict
+        return cls(msg, reason=st.reason)
+    if code == 410:
+        return Gone(msg, reason=st.reason)
+    if code == 429:
+        retry = 1.0
+        if headers is not None:
+            try:
+                retry = float(headers.get("Retry-After", "1"))
+            except ValueError:
+                retry = 1.0
+        return Throttled(msg, status=429, reason=st.reason, retry_after=retry)
+    if code in (401, 403):
+        return Forbidden(msg, status=code, reason=st.reason)
+    if code >= 500:
+        return ServerError(msg, status=code, reason=st.reason)
+    return BadRequest(msg, status=code, reason=st.reason)
+
+
+def _body(body: bytes | msgspec.Struct | Mapping[str, Any] | list[Any]) -> Any:
+    """kubernetes-asyncio json.dumps the body itself, so hand it plain builtins."""
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return msgspec.json.decode(body)
+    if isinstance(body, msgspec.Struct):
+        return msgspec.to_builtins(body)
+    return body
+
+
+class KubeClient:
+    """One API server. Methods take the lower-case kind names of kq.api.registry."""
+
+    def __init__(self, api: ApiClient, *, request_timeout_s: float = 30.0) -> None:
+        self._api = api
+        self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
+
+    @classmethod
+    async def from_kubeconfig(
+        cls, path: str, *, context: str | None = None, request_timeout_s: float = 30.0, max_connections: int = 128
+    ) -> KubeClient:
+        """max_connections bounds concurrent HTTP connections; each open watch holds one."""
+        cfg = Configuration()
+        await load_kube_config(config_file=path, context=context, client_configuration=cfg, persist_config=False)
+        cfg.connection_pool_maxsize = max_connections
+        return cls(ApiClient(configuration=cfg), request_timeout_s=request_timeout_s)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    # --- paths ---
+
+    @staticmethod
+    def _path(kind: str, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+        info = kind_info(kind)
+        base = f"/api/{info.version}" if not info.group else f"/apis/{info.group}/{info.version}"
+        if info.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        elif not info.namespaced and namespace:
+            raise ValueError(f"{kind} is cluster-scoped; namespace {namespace!r} given")
+        path = f"{base}/{info.plural}"
+        if name is not None:
+            if not name:
+                raise ValueError(f"{kind}: empty name")
+            path += f"/{name}"
+            if subresource:
+                path += f"/{subresource}"
+        return path
+
+    # --- one request ---
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: aiohttp.ClientTimeout | None = None,
+    ) -> aiohttp.ClientResponse:
+        what = f"{method} {path}"
+        try:
+            resp: aiohttp.ClientResponse = await self._api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=_AUTH,
+                _preload_content=False,
+                _request_timeout=timeout or self._timeout,
+            )
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            raise Unreachable(f"{what}: {type(e).__name__}: {e}") from e
+        if 200 <= resp.status < 300:
+            return resp
+        try:
+            data = await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            raise Unreachable(f"{what}: {resp.status} and the body was cut: {e}") from e
+        finally:
+            resp.release()
+        raise _error_for(resp.status, data, resp.headers, what)
+
+    async def _read(self, method: str, path: str, **kw: Any) -> bytes:
+        resp = await self._call(method, path, **kw)
+        try:
+            return await resp.read()
+        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+            raise Unreachable(f"{method} {path}: body cut: {e}") from e
+        finally:
+            resp.release()
+
+    # --- verbs ---
+
+    async def list(
+        self, kind: str, namespace: str | None = None, label_selector: str | None = None
+    ) -> tuple[list[bytes], str]:
+        """Every object (raw JSON each) and the list's resourceVersion, paging with limit/continue."""
+        path = self._path(kind, namespace)
+        items: list[bytes] = []
+        rv = ""
+        cont = ""
+        while True:
+            query = [("limit", str(_LIST_PAGE))]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if cont:
+                query.append(("continue", cont))
+            data = await self._read("GET", path, query=query)
+            try:
+                page = _list_decoder.decode(data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise ProtocolError(f"GET {path}: not a list: {e}") from e
+            if not rv:
+                rv = page.metadata.resource_version
+            items.extend(bytes(r) for r in page.items or ())
+            cont = page.metadata.continue_
+            if not cont:
+                return items, rv
+
+    async def get(self, kind: str, namespace: str | None, name: str) -> bytes | None:
+        try:
+            return await self._read("GET", self._path(kind, namespace, name))
+        except NotFound:
+            return None
+
+    async def create(self, kind: str, namespace: str | None, body: bytes | msgspec.Struct | Mapping[str, Any]) -> bytes:
+        return await self._read("POST", self._path(kind, namespace), body=_body(body))
+
+    async def replace(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        body: bytes | msgspec.Struct | Mapping[str, Any],
+        *,
+        subresource: str | None = None,
+    ) -> bytes:
+        """PUT: the body's metadata.resourceVersion is the precondition (409 when stale)."""
+        return await self._read("PUT", self._path(kind, namespace, name, subresource), body=_body(body))
+
+    async def patch(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        body: bytes | msgspec.Struct | Mapping[str, Any] | list[Any],
+        *,
+        patch_type: PatchType,
+        subresource: str | None = None,
+    ) -> bytes:
+        """PATCH with an explicit content type (a dict body would otherwise go out as a JSON patch)."""
+        ctype = _PATCH_CONTENT_TYPES[patch_type]
+        return await self._read(
+            "PATCH", self._path(kind, namespace, name, subresource), body=_body(body), content_type=ctype
+        )
+
+    async def delete(
+        self,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        *,
+        propagation: Propagation = "Background",
+        preconditions: Mapping[str, str] | None = None,
+    ) -> None:
+        """Delete; `preconditions` may hold uid and/or resourceVersion (409 when they do not match)."""
+        opts: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if preconditions:
+            opts["preconditions"] = dict(preconditions)
+        await self._read("DELETE", self._path(kind, namespace, name), body=opts)
+
+    async def watch(
+        self,
+        kind: str,
+        resource_version: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        bookmarks: bool = True,
+        timeout_s: float = 300.0,
+    ) -> AsyncIterator[WatchEvent]:
+        """Events after `resource_version` until the server ends the watch (clean end: iteration stops).
+
+        Raises Gone (resume point too old: re-list), StreamBroken (cut mid-stream: resume from the
+        last resourceVersion seen), ProtocolError (garbage on the wire) or the typed error of an
+        ERROR event.
+        """
+        path = self._path(kind, namespace)
+        query = [("watch", "true"), ("resourceVersion", resource_version), ("timeoutSeconds", str(int(timeout_s)))]
+        if bookmarks:
+            query.append(("allowWatchBookmarks", "true"))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        # No total timeout: the server ends the watch after timeoutSeconds; guard only against silence.
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout_s + 30.0)
+        resp = await self._call("GET", path, query=query, timeout=timeout)
+        try:
+            while True:
+                try:
+                    line = await resp.content.readline()
+                except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as e:
+                    raise StreamBroken(f"watch {path}: {type(e).__name__}: {e}") from e
+                except ValueError as e:  # a line beyond aiohttp's buffer limit
+                    raise ProtocolError(f"watch {path}: {e}") from e
+                if not line:
+                    return
+                if line.isspace():
+                    continue
+                yield _event(line, path)
+        finally:
+            resp.close()
+
+
+def _event(line: bytes, path: str) -> WatchEvent:
+    try:
+        ev = _line_decoder.decode(line)
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise ProtocolError(f"watch {path}: not a watch event ({e}): {line[:200]!r}") from e
+    if ev.type == "ERROR":
+        raw = bytes(ev.object)
+        try:
+            code = _status_decoder.decode(raw).code
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            code = 500
+        raise _error_for(code or 500, raw, None, f"watch {path}")
+    if ev.type not in _WATCH_TYPES:
+        raise ProtocolError(f"watch {path}: unknown event type {ev.type!r}")
+    return WatchEvent(ev.type, bytes(ev.object))  # type: ignore[arg-type]

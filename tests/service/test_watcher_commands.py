@@ -1,0 +1,179 @@
+"""Commands from the bus applied to kubesim by the watcher: applied, refused, retried through 409s."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from support.wait import eventually
+from support.watcher_harness import Outcomes, SimControl, create, kube_client, read_typed, running_watcher, send
+
+from kq.api import constants as k
+from kq.api.kueue import Admission, ClusterQueueStatus, PodSetAssignment, Workload
+from kq.api.meta import find_condition
+from kq.kube import KubeClient
+from kq.messages import AdmitWorkload, EvictWorkload, Fence, SetClusterQueueStatus, SetWorkloadPending
+from kq.runtime import Bus
+from kubesim.server import KubeSim
+from services.watcher.core import workload_status as ws
+
+pytestmark = pytest.mark.timeout(90)
+C = "c1"
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[KubeSim]:
+    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, seed=5)
+    await s.start()
+    try:
+        yield s
+    finally:
+        await s.stop()
+
+
+@pytest.fixture
+async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
+    c = await kube_client(sim, tmp_path, C)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+@pytest.fixture
+async def control(sim: KubeSim) -> AsyncIterator[SimControl]:
+    async with aiohttp.ClientSession() as s:
+        yield SimControl(s, sim.url)
+
+
+@pytest.fixture
+async def world(kube: KubeClient) -> Workload:
+    await create(kube, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}})
+    await create(kube, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "f1"}})
+    await create(kube, {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+        "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+            {"name": "f1", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}})
+    return await create(kube, {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w1", "namespace": "demo"},
+        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+
+
+ADMISSION = Admission(cluster_queue="cq", pod_set_assignments=(
+    PodSetAssignment(name="main", flavors={"cpu": "f1"}, resource_usage={"cpu": "1"}, count=1),))
+
+
+def admit(wl: Workload, id: str, epoch: int = 0, uid: str | None = None) -> AdmitWorkload:
+    return AdmitWorkload(id=id, cluster=C, writer="admission", epoch=epoch, namespace="demo", name="w1",
+                         uid=uid or wl.metadata.uid, admission=ADMISSION)
+
+
+async def outcome(outcomes: Outcomes, cmd_id: str):  # type: ignore[no-untyped-def]
+    return await eventually(lambda: outcomes.by_id.get(cmd_id), timeout=10, what=f"outcome of {cmd_id}")
+
+
+async def test_admit_is_applied_and_reported(bus: Bus, sim: KubeSim, kube: KubeClient, world: Workload,
+                                             tmp_path: Path) -> None:
+    async with Outcomes(bus, "admission", C) as outcomes, running_watcher(bus, sim, tmp_path, [C]):
+        await send(bus, admit(world, "a1"))
+        out = await outcome(outcomes, "a1")
+        assert (out.applied, out.reason, out.writer, out.cluster) == (True, "", "admission", C)
+        wl = await read_typed(kube, "workload", "demo", "w1")
+        assert wl.status.admission == ADMISSION
+        assert ws.has_quota_reservation(wl) and ws.is_admitted(wl)
+        assert out.resource_version == wl.metadata.resource_version
+
+        # The same decision again (a retry with a new id): nothing to do, reported as applied.
+        await send(bus, admit(world, "a1-again"))
+        again = await outcome(outcomes, "a1-again")
+        assert (again.applied, again.reason) == (True, "AlreadyApplied")
+        assert (await read_typed(kube, "workload", "demo", "w1")).metadata.resource_version == wl.metadata.resource_version
+
+
+@pytest.mark.parametrize(
+    "epoch,uid,want",
+    [
+        pytest.param(4, None, "StaleEpoch", id="stale-epoch-after-fence"),
+        pytest.param(5, "not-the-uid", "UidMismatch", id="other-incarnation"),
+    ],
+)
+async def test_refused_commands_change_nothing(bus: Bus, sim: KubeSim, kube: KubeClient, world: Workload,
+                                               tmp_path: Path, epoch: int, uid: str | None, want: str) -> None:
+    async with Outcomes(bus, "admission", C) as outcomes, running_watcher(bus, sim, tmp_path, [C]):
+        await send(bus, Fence(id="fence-5", cluster=C, writer="admission", epoch=5))
+        assert (await outcome(outcomes, "fence-5")).applied
+        await send(bus, admit(world, "late", epoch=epoch, uid=uid))
+        out = await outcome(outcomes, "late")
+        assert (out.applied, out.reason) == (False, want)
+        wl = await read_typed(kube, "workload", "demo", "w1")
+        assert wl.status.admission is None and wl.metadata.resource_version == world.metadata.resource_version
+        # The current holder is obeyed.
+        await send(bus, admit(world, "current", epoch=5))
+        assert (await outcome(outcomes, "current")).applied
+
+
+async def test_conflict_storm_is_reread_and_replanned(bus: Bus, sim: KubeSim, kube: KubeClient, world: Workload,
+                                                      control: SimControl, tmp_path: Path) -> None:
+    async with Outcomes(bus, "admission", C) as outcomes, running_watcher(bus, sim, tmp_path, [C]):
+        await control.fault(C, {"type": "errors", "code": 409, "count": 5, "verbs": ["patch"],
+                                "resources": ["workloads/status"]})
+        await send(bus, admit(world, "a-storm"))
+        out = await outcome(outcomes, "a-storm")
+        assert out.applied
+        assert sim.cluster(C).faults.describe()["errors"] == [], "the 409s were not all answered"
+        wl = await read_typed(kube, "workload", "demo", "w1")
+        assert wl.status.admission == ADMISSION
+        # Exactly one QuotaReserved condition: re-planning never stacked writes.
+        assert [c.type for c in wl.status.conditions].count(k.WORKLOAD_QUOTA_RESERVED) == 1
+
+
+async def test_eviction_of_a_job_less_workload_releases_quota(bus: Bus, sim: KubeSim, kube: KubeClient,
+                                                              world: Workload, tmp_path: Path) -> None:
+    async with Outcomes(bus, "admission", C) as outcomes, running_watcher(bus, sim, tmp_path, [C]):
+        await send(bus, admit(world, "a"))
+        assert (await outcome(outcomes, "a")).applied
+        await send(bus, EvictWorkload(id="e", cluster=C, writer="admission", namespace="demo", name="w1",
+                                      uid=world.metadata.uid, reason=k.EVICTED_BY_PREEMPTION,
+                                      message="Preempted to accommodate a workload (UID: x)",
+                                      preemption_reason="InClusterQueue"))
+        assert (await outcome(outcomes, "e")).applied
+
+        async def released() -> Workload:
+            wl = await read_typed(kube, "workload", "demo", "w1")
+            assert wl.status.admission is None, wl.status
+            return wl
+
+        wl = await eventually(released, timeout=10, what="quota released")
+        conds = wl.status.conditions
+        assert find_condition(conds, k.WORKLOAD_EVICTED).status == "True"  # type: ignore[union-attr]
+        assert find_condition(conds, k.WORKLOAD_PREEMPTED).reason == "InClusterQueue"  # type: ignore[union-attr]
+        assert find_condition(conds, k.WORKLOAD_REQUEUED).status == "True"  # type: ignore[union-attr]
+        assert find_condition(conds, k.WORKLOAD_QUOTA_RESERVED).status == "False"  # type: ignore[union-attr]
+        assert [(e.reason, e.count) for e in wl.status.scheduling_stats.evictions] == [("Preempted", 1)]  # type: ignore[union-attr]
+
+        # Now pending again: the scheduler's reason is recorded, once.
+        pending = SetWorkloadPending(id="p", cluster=C, writer="admission", namespace="demo", name="w1",
+                                     uid=world.metadata.uid, reason="Pending", message="insufficient quota")
+        await send(bus, pending)
+        assert (await outcome(outcomes, "p")).applied
+        qr = find_condition((await read_typed(kube, "workload", "demo", "w1")).status.conditions, k.WORKLOAD_QUOTA_RESERVED)
+        assert qr is not None and (qr.reason, qr.message) == ("Pending", "insufficient quota")
+
+
+async def test_cluster_queue_status(bus: Bus, sim: KubeSim, kube: KubeClient, world: Workload, tmp_path: Path) -> None:
+    status = ClusterQueueStatus(pending_workloads=3, reserving_workloads=1, admitted_workloads=1)
+    async with Outcomes(bus, "admission", C) as outcomes, running_watcher(bus, sim, tmp_path, [C]):
+        await send(bus, SetClusterQueueStatus(id="s1", cluster=C, writer="admission", name="cq", status=status))
+        assert (await outcome(outcomes, "s1")).applied
+        cq = await read_typed(kube, "clusterqueue", None, "cq")
+        assert (cq.status.pending_workloads, cq.status.reserving_workloads, cq.status.admitted_workloads) == (3, 1, 1)
+        await send(bus, SetClusterQueueStatus(id="s2", cluster=C, writer="admission", name="cq", status=status))
+        out = await outcome(outcomes, "s2")
+        assert (out.applied, out.reason) == (True, "Unchanged")
+        await send(bus, SetClusterQueueStatus(id="s3", cluster=C, writer="admission", name="nope", status=status))
+        out = await outcome(outcomes, "s3")
+        assert (out.applied, out.reason) == (False, "NotFound")
