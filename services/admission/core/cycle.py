@@ -1,0 +1,390 @@
+"""One admission cycle (Kueue pkg/scheduler/scheduler.go schedule()), as numbered phases.
+
+ 0. release timers and parked workloads whose fate may have changed
+ 1. take one head per active ClusterQueue
+ 2. open the cycle-scoped snapshot
+ 3. nominate: flavor assignment and preemption targets for each head
+ 4. order the entries (classic or fair sharing)
+ 5. admit or preempt, greedily, re-checking the fit against what this cycle already took
+ 6. requeue what was not admitted and report why
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import TYPE_CHECKING
+
+from . import workload_sync as ws
+from .assignment import DEFERRED_FIT, FIT, NO_FIT, PREEMPT, Assignment
+from .decisions import AdmissionDecision, CycleResult, PreemptionDecision
+from .flavors import FlavorAssigner, search_partial_counts
+from .ordering import FairSharingOrder, classical_order
+from .preemption import HUMAN_REASONS, Target
+from .preemptor import Preemptor
+from .quota import FR, available
+from .runtime import ClusterQueueRuntime
+from .selectors import selector_matches
+from .snapshot import Snapshot
+from .status import changed_statuses
+from .workloads import PendingInfo, ReservedInfo, can_be_partially_admitted
+
+if TYPE_CHECKING:
+    from .state import SchedulerState
+
+_IMMEDIATE_BEST_EFFORT = ("FailedAfterNomination", "PendingPreemption", "PendingMigration", "PreemptionFailed")
+
+
+class Entry:
+    __slots__ = (
+        "info",
+        "cq",
+        "assignment",
+        "targets",
+        "status",
+        "message",
+        "reason",
+        "requeue_reason",
+        "epoch",
+        "tainted",
+    )
+
+    def __init__(self, info: PendingInfo, cq: ClusterQueueRuntime, epoch: tuple[int, int]) -> None:
+        self.info = info
+        self.cq = cq
+        self.assignment: Assignment | None = None
+        self.targets: list[Target] = []
+        self.status = ""  # "" (not nominated) | skipped | assumed
+        self.message = ""
+        self.reason = ""  # granular QuotaReserved reason
+        self.requeue_reason = ""
+        self.epoch = epoch
+        self.tainted = False  # evaluated while this cycle held capacity for someone else
+
+    def record(self, assignment: Assignment, targets: list[Target]) -> None:
+        self.assignment = assignment
+        self.targets = targets
+        self.message = assignment.message()
+        self.info.last_assignment = assignment.last_state
+
+    def skip(self, message: str) -> None:
+        self.status = "skipped"
+        self.message = message
+        self.reason = "WaitingForQuota"
+
+
+class Cycle:
+    def __init__(self, state: SchedulerState, now: float) -> None:
+        self.state = state
+        self.now = now
+        self.snap = Snapshot(state.cqs, state.flavors)
+        self.preemptor = Preemptor(self.snap, state.config.fair_sharing)
+        self.admissions: list[AdmissionDecision] = []
+        self.preemptions: list[PreemptionDecision] = []
+        self.preempted: dict[str, ReservedInfo] = {}  # victims chosen in this cycle
+        self.reserved_roots: set[int] = set()  # trees where the cycle holds capacity for someone
+
+    # --- phase 3 ------------------------------------------------------------------------------
+
+    def nominate(self, heads: list[tuple[PendingInfo, ClusterQueueRuntime]]) -> tuple[list[Entry], list[Entry]]:
+        state = self.state
+        entries: list[Entry] = []
+        inadmissible: list[Entry] = []
+        for info, cq in heads:
+            e = Entry(info, cq, state.epoch_of(cq))
+            w = info.wl
+            labels = state.namespaces.get(w.namespace)
+            if any(c.state in ("Retry", "Rejected") for c in w.admission_checks):
+                e.message, e.reason = "The workload has failed admission checks", "PendingEvaluation"
+            elif labels is None:
+                e.message = f'workload namespace "{w.namespace}" does not exist: namespaces "{w.namespace}" not found'
+                e.reason = "Misconfigured"
+            elif not selector_matches(cq.spec.namespace_selector, labels):
+                e.message, e.reason = "workload namespace doesn't match ClusterQueue selector", "Misconfigured"
+                e.requeue_reason = "NamespaceMismatch"
+            else:
+                e.record(*self.assignments(e))
+                entries.append(e)
+                continue
+            inadmissible.append(e)
+        return entries, inadmissible
+
+    def assignments(
+        self, e: Entry, nomination: dict[str, dict[str, str]] | None = None
+    ) -> tuple[Assignment, list[Target]]:
+        state, info, cq = self.state, e.info, e.cq
+        if info.last_assignment is not None and info.last_assignment.outdated(cq.generation, state.cycle):
+            info.last_assignment = None
+        fair = state.config.fair_sharing is not None
+        assigner = FlavorAssigner(info, cq, state.flavors, self.preemptor, fair, state.cycle, nomination)
+        full = assigner.assign()
+        mode = full.mode()
+        if mode == FIT:
+            return full, []
+        if mode == PREEMPT:
+            targets = self.preemptor.get_targets(info, cq, full)
+            if targets:
+                return full, targets
+        if can_be_partially_admitted(info.wl):
+
+            def fits(counts: list[int]) -> tuple[Assignment, list[Target]] | None:
+                a = assigner.assign(counts)
+                m = a.mode()
+                if m == FIT:
+                    return a, []
+                if m == PREEMPT:
+                    t = self.preemptor.get_targets(info, cq, a)
+                    if t:
+                        return a, t
+                return None
+
+            found = search_partial_counts(info.wl.pod_sets, fits)
+            if found is not None:
+                return found  # type: ignore[return-value]
+        return full, []
+
+    # --- phase 5 ------------------------------------------------------------------------------
+
+    def _fits(self, cq: ClusterQueueRuntime, usage: dict[FR, int], targets: list[Target]) -> bool:
+        victims = dict(self.preempted)
+        for t in targets:
+            victims[t.info.key] = t.info
+        restore = self.snap.simulate_usage_removal(victims.values())
+        try:
+            return all(max(0, available(cq.node, fr)) >= q for fr, q in usage.items())
+        finally:
+            restore()
+
+    def _overlaps(self, targets: list[Target]) -> bool:
+        return any(t.info.key in self.preempted for t in targets)
+
+    def _refresh_assignment(self, e: Entry) -> tuple[dict[FR, int], bool]:
+        """Kueue updateAssignmentIfNeeded: recompute when targets overlap another entry's victims."""
+        assert e.assignment is not None
+        if not self._overlaps(e.targets):
+            return e.assignment.usage, self._fits(e.cq, e.assignment.usage, e.targets)
+        restore = self.snap.simulate_workload_removal(list(self.preempted.values()))
+        e.info.last_assignment = None
+        nomination = e.assignment.flavor_mapping()
+        try:
+            a, t = self.assignments(e, nomination)
+        finally:
+            restore()
+        e.record(a, t)
+        if a.mode() == FIT:
+            a.set_mode(DEFERRED_FIT)  # fits only once the other preemptions complete
+        return a.usage, self._fits(e.cq, a.usage, t)
+
+    def _reserve(self, cq: ClusterQueueRuntime, usage: dict[FR, int]) -> None:
+        self.snap.reserve_for_cycle(cq, usage)
+        self.reserved_roots.add(id(cq.node.root()))
+
+    def process(self, e: Entry) -> None:
+        cq = e.cq
+        e.tainted = id(cq.node.root()) in self.reserved_roots
+        usage, fits = self._refresh_assignment(e)
+        a = e.assignment
+        assert a is not None
+        mode = a.mode()
+        if mode == NO_FIT:
+            e.requeue_reason = "NoFit"
+            e.reason = a.no_fit_reason or "Pending"
+            return
+        if mode == PREEMPT and not e.targets:
+            e.requeue_reason = "PreemptionNoCandidates"
+            e.reason = "WaitingForQuota"
+            if cq.spec.preemption.reclaim_within_cohort != "Any":
+                self._reserve(cq, self._to_reserve(e))
+            return
+        if mode == DEFERRED_FIT:
+            e.message = (
+                "Workload has overlapping preemption targets with another workload, "
+                "but will fit after these preemptions complete"
+            )
+            e.reason, e.requeue_reason = "WaitingForPreemptedWorkloads", "PendingPreemption"
+            e.info.last_assignment = None
+            self._reserve(cq, usage)
+            return
+        if self._overlaps(e.targets):
+            e.skip("Workload has overlapping preemption targets with another workload")
+            return
+        if not fits:
+            e.skip("Workload no longer fits after processing another workload")
+            return
+        for t in e.targets:
+            self.preempted[t.info.key] = t.info
+        if mode == PREEMPT:
+            self._reserve(cq, usage)
+            e.reason = "WaitingForPreemptedWorkloads"
+            self._issue_preemptions(e)
+            return
+        self._admit(e)
+
+    def _to_reserve(self, e: Entry) -> dict[FR, int]:
+        """Kueue quotaResourcesToReserve: hold what this queue could take without preempting."""
+        a, node = e.assignment, e.cq.node
+        assert a is not None
+        out: dict[FR, int] = {}
+        for fr, v in a.usage.items():
+            q = node.quotas.get(fr)
+            nominal = q.nominal if q is not None else 0
+            used = node.usage.get(fr, 0)
+            if a.borrowing > 0:
+                out[fr] = v if q is None or q.borrowing_limit is None else min(v, nominal + q.borrowing_limit - used)
+            else:
+                out[fr] = max(0, min(v, nominal - used))
+        return out
+
+    def _issue_preemptions(self, e: Entry) -> None:
+        state = self.state
+        for t in e.targets:
+            v = t.info
+            if v.evicted or v.key in state.evictions_issued:
+                continue  # already on its way out
+            state.evictions_issued[v.key] = v.uid
+            state.bump_cq(v.cq)
+            self.preemptions.append(
+                PreemptionDecision(
+                    id=state.decision_id("preempt", v.uid, v.wl.resource_version),
+                    victim=v.key,
+                    victim_uid=v.uid,
+                    victim_cluster_queue=v.cq,
+                    preemptor=e.info.key,
+                    preemptor_uid=e.info.uid,
+                    reason=t.reason,
+                    message=_preemption_message(state, e, t),
+                )
+            )
+        e.message += f". Pending the preemption of {len(e.targets)} workload(s)"
+        e.requeue_reason = "PendingPreemption"
+        e.info.last_assignment = None
+
+    def _admit(self, e: Entry) -> None:
+        state, cq, a, w = self.state, e.cq, e.assignment, e.info.wl
+        assert a is not None
+        pod_sets = a.to_pod_set_assignments()
+        checks = cq.checks_for({f for p in pod_sets for f in p.flavors.values()})
+        d = AdmissionDecision(
+            id=state.decision_id("reserve", w.uid, w.resource_version),
+            workload=w.key,
+            uid=w.uid,
+            resource_version=w.resource_version,
+            cluster_queue=cq.name,
+            pod_sets=pod_sets,
+            borrowing=a.borrowing > 0,
+            admission_checks=checks,
+            admitted=not checks,
+            message=f"Quota reserved in ClusterQueue {cq.name}",
+        )
+        ws.assume(state, d)
+        self.snap.fresh.add(w.key)
+        e.status = "assumed"
+        self.admissions.append(d)
+
+    # --- phase 6 ------------------------------------------------------------------------------
+
+    def requeue(self, entries: list[Entry]) -> None:
+        state = self.state
+        for e in entries:
+            if e.status == "assumed":
+                continue
+            reason = e.requeue_reason
+            if e.status and not reason:
+                reason = "FailedAfterNomination"
+            q = e.cq.queue
+            immediate = reason != "NamespaceMismatch" if q.strict_fifo else reason in _IMMEDIATE_BEST_EFFORT
+            key = e.info.key
+            if state.pending.get(key) is e.info:
+                q.requeue(e.info, immediate, reason, self.now)
+                if not q.is_parked(key) and not e.tainted:
+                    q.stall = (e.info, e.epoch)
+            ws.report_pending(state, e.info.wl, e.reason or "Pending", e.message)
+
+
+def _cq_path(state: SchedulerState, cq_name: str) -> str:
+    cq = state.cqs.get(cq_name)
+    if cq is None:
+        return "UNKNOWN"
+    parts = [cq_name] + [n.name for n in cq.node.ancestors()]
+    return "/" + "/".join(reversed(parts))
+
+
+def _preemption_message(state: SchedulerState, e: Entry, t: Target) -> str:
+    return (
+        f"Preempted to accommodate a workload (UID: {e.info.uid or 'UNKNOWN'}, "
+        f"JobUID: {e.info.wl.job_uid or 'UNKNOWN'}) due to {HUMAN_REASONS.get(t.reason, 'UNKNOWN')}; "
+        f"preemptor path: {_cq_path(state, e.cq.name)}; preemptee path: {_cq_path(state, t.info.cq)}"
+    )
+
+
+def _release_due(state: SchedulerState, now: float) -> None:
+    """Phase 0: backoffs that ended, and trees where something freed capacity or changed quota."""
+    while state.timers and state.timers[0][0] <= now:
+        _, key, uid = heapq.heappop(state.timers)
+        info = state.pending.get(key)
+        if info is None or info.uid != uid:
+            continue
+        cq = state.cq_for_lq(info.lq_key)
+        if cq is not None and cq.queue.unpark(key, now):
+            state.dirty_cqs[cq.name] = None
+    roots = list(state.requeue_roots.values())
+    state.requeue_roots.clear()
+    for root in roots:
+        for node in [root] if root.is_cq else root.subtree_cqs():
+            cq = state.cqs.get(node.name)
+            if cq is None:
+                continue
+            selector = cq.spec.namespace_selector
+
+            def eligible(info: PendingInfo, selector=selector) -> bool:  # type: ignore[no-untyped-def]
+                labels = state.namespaces.get(info.wl.namespace)
+                return labels is not None and selector_matches(selector, labels)
+
+            if cq.queue.unpark_all(now, eligible):
+                state.dirty_cqs[cq.name] = None
+
+
+def _take_heads(state: SchedulerState) -> list[tuple[PendingInfo, ClusterQueueRuntime]]:
+    """Phase 1: one head per active ClusterQueue whose head is worth trying."""
+    heads: list[tuple[PendingInfo, ClusterQueueRuntime]] = []
+    for name in sorted(state.cqs):
+        cq = state.cqs[name]
+        if not cq.active or not cq.queue.has_active() or state.in_cycle(cq) or state._stalled(cq):
+            continue
+        info = cq.queue.pop()
+        if info is not None:
+            heads.append((info, cq))
+    return heads
+
+
+def run_cycle(state: SchedulerState, now: float, report_status: bool = True) -> CycleResult:
+    state.now = now
+    _release_due(state, now)
+    heads = _take_heads(state)
+    admissions: tuple[AdmissionDecision, ...] = ()
+    preemptions: tuple[PreemptionDecision, ...] = ()
+    if heads:
+        state.cycle += 1
+        cycle = Cycle(state, now)
+        entries, inadmissible = cycle.nominate(heads)
+        ordered = FairSharingOrder(entries) if state.config.fair_sharing is not None else classical_order(entries)
+        for e in ordered:
+            cycle.process(e)
+        cycle.snap.end_cycle()
+        cycle.requeue(entries + inadmissible)
+        admissions, preemptions = tuple(cycle.admissions), tuple(cycle.preemptions)
+    pending, evictions, deactivations, checks_ready = state.outbox.take()
+    cq_status, lq_status = changed_statuses(state) if report_status else ((), ())
+    return CycleResult(
+        cycle=state.cycle,
+        admissions=admissions,
+        preemptions=preemptions,
+        evictions=tuple(evictions),
+        deactivations=tuple(deactivations),
+        checks_ready=tuple(checks_ready),
+        pending=tuple(pending),
+        cluster_queues=cq_status,
+        local_queues=lq_status,
+    )
+
+
+

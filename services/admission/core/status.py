@@ -1,0 +1,102 @@
+"""ClusterQueue and LocalQueue status, reported only when it changed since the last report."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from .decisions import ClusterQueueStatus, FlavorUsage, LocalQueueStatus, ResourceUsage
+from .fair_share import dominant_resource_share
+from .quota import FR
+from .runtime import ClusterQueueRuntime, LocalQueueRuntime
+
+if TYPE_CHECKING:
+    from .state import SchedulerState
+
+
+def _flavor_usage(cq: ClusterQueueRuntime, usage: Mapping[FR, int], with_borrowed: bool) -> tuple[FlavorUsage, ...]:
+    out: list[FlavorUsage] = []
+    in_cohort = cq.node.parent is not None
+    for rg in cq.spec.resource_groups:
+        for fq in rg.flavors:
+            resources: list[ResourceUsage] = []
+            for r in sorted(rg.covered_resources):
+                used = usage.get((fq.name, r), 0)
+                borrowed = 0
+                if with_borrowed and in_cohort:
+                    q = cq.node.quotas.get((fq.name, r))
+                    borrowed = max(0, used - (q.nominal if q is not None else 0))
+                resources.append(ResourceUsage(name=r, total=used, borrowed=borrowed))
+            out.append(FlavorUsage(name=fq.name, resources=tuple(resources)))
+    return tuple(out)
+
+
+def cluster_queue_status(state: SchedulerState, cq: ClusterQueueRuntime) -> ClusterQueueStatus:
+    share = None
+    if state.config.fair_sharing is not None:
+        share = dominant_resource_share(cq.node).weighted_share()
+    return ClusterQueueStatus(
+        name=cq.name,
+        pending_workloads=len(cq.queue),
+        reserving_workloads=len(cq.workloads),
+        admitted_workloads=cq.admitted_count,
+        flavors_reservation=_flavor_usage(cq, cq.node.usage, True),
+        flavors_usage=_flavor_usage(cq, cq.admitted_usage, True),
+        active=cq.active,
+        active_reason=cq.active_reason,
+        active_message=cq.active_message,
+        weighted_share=share,
+    )
+
+
+def local_queue_status(state: SchedulerState, lq: LocalQueueRuntime) -> LocalQueueStatus:
+    cq = state.cqs.get(lq.spec.cluster_queue)
+    if lq.stopped:
+        active, reason, message = False, "Stopped", "LocalQueue is stopped"
+    elif cq is None:
+        active, reason, message = False, "ClusterQueueDoesNotExist", "Can't submit new workloads to clusterQueue"
+    elif not cq.active:
+        active, reason, message = False, "ClusterQueueIsInactive", "Can't submit new workloads to clusterQueue"
+    else:
+        active, reason, message = True, "Ready", "Can submit new workloads to localQueue"
+    reserved: tuple[FlavorUsage, ...] = ()
+    admitted: tuple[FlavorUsage, ...] = ()
+    if cq is not None:
+        reserved = _flavor_usage(cq, lq.reserved_usage, False)
+        admitted = _flavor_usage(cq, lq.admitted_usage, False)
+    return LocalQueueStatus(
+        namespace=lq.spec.namespace,
+        name=lq.spec.name,
+        pending_workloads=len(state.pending_by_lq.get(lq.key, ())),
+        reserving_workloads=lq.reserving,
+        admitted_workloads=lq.admitted,
+        flavors_reservation=reserved,
+        flavors_usage=admitted,
+        active=active,
+        active_reason=reason,
+        active_message=message,
+    )
+
+
+def changed_statuses(state: SchedulerState) -> tuple[tuple[ClusterQueueStatus, ...], tuple[LocalQueueStatus, ...]]:
+    cqs: list[ClusterQueueStatus] = []
+    for name in sorted(state.dirty_cqs):
+        cq = state.cqs.get(name)
+        if cq is None:
+            continue
+        status = cluster_queue_status(state, cq)
+        if state.reported_cq.get(name) != status:
+            state.reported_cq[name] = status
+            cqs.append(status)
+    state.dirty_cqs.clear()
+    lqs: list[LocalQueueStatus] = []
+    for key in sorted(state.dirty_lqs):
+        lq = state.lqs.get(key)
+        if lq is None:
+            continue
+        lq_status = local_queue_status(state, lq)
+        if state.reported_lq.get(key) != lq_status:
+            state.reported_lq[key] = lq_status
+            lqs.append(lq_status)
+    state.dirty_lqs.clear()
+    return tuple(cqs), tuple(lqs)

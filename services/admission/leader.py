@@ -1,0 +1,179 @@
+"""One leadership term of the admission scheduler (epoch E), from rebuild to losing the lease.
+
+1. follow our command outcomes (KQ_EVENTS), so nothing the watcher says from now on is missed;
+2. replay the mirror (last value per object) of every kind the core needs, in every cluster,
+   until caught up and a sync marker was seen for each (cluster, kind);
+3. fence: publish Fence(epoch=E) to each cluster and wait for its outcome, then until the fence
+   itself is consumed from KQ_CMD: every command queued before it (an older leader's) has been
+   applied or refused by then, and its outcome published;
+4. decide: run cycles when there is work or a backoff ends, publish commands then events.
+   A partition waits while an older leader's write is not yet visible in the mirror.
+
+The term ends by exception: LostLeadership (a StaleEpoch refusal) or a failure; the lease
+code (kq.runtime.lead) cancels it at once when the lease is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TypeVar
+
+import msgspec
+from nats.js.errors import NotFoundError
+
+from kq import subjects
+from kq.messages import CommandOutcome
+from kq.obs import get_logger
+from kq.runtime import Bus, OutMsg
+from services.admission.core.decisions import CycleResult
+from services.admission.core.model import SchedulerConfig
+from services.admission.handlers import Inputs, missing_sync, publish
+from services.admission.inputs import NEEDED_KINDS
+from services.admission.outputs import WRITER, Outgoing, fence_command
+from services.admission.partition import LostLeadership, Partition
+
+T = TypeVar("T")
+
+
+class TermSettings(msgspec.Struct, frozen=True, kw_only=True):
+    max_round_s: float = 0.1  # cycles in a row before publishing and letting inputs in
+    spin_guard_s: float = 0.05  # wait between cycles that decide nothing while the core says "work"
+    fence_poll_s: float = 0.02  # how often to look whether the fence left KQ_CMD
+    replay_batch: int = 1000
+    progress_log_s: float = 10.0  # while waiting to start deciding, say what for this often
+
+
+def mirror_filters(clusters: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for c in clusters:
+        out += [subjects.object_filter(c, k) for k in NEEDED_KINDS]
+        out += [subjects.sync_subject(c, k) for k in NEEDED_KINDS]
+    return out
+
+
+class LeaderTerm:
+    def __init__(self, bus: Bus, clusters: tuple[str, ...], config: SchedulerConfig, epoch: int,
+                 settings: TermSettings) -> None:
+        if not clusters:
+            raise ValueError("admission: no clusters configured (config `clusters`)")
+        self.bus = bus
+        self.clusters = clusters
+        self.epoch = epoch
+        self.settings = settings
+        self.partitions = {c: Partition(c, epoch, config) for c in clusters}
+        self.inputs = Inputs(self.partitions, self._lose)
+        self.lost: LostLeadership | None = None
+        self.deciding = False
+        self.log = get_logger("kq.admission", epoch=epoch)
+
+    def _lose(self, e: LostLeadership) -> None:
+        self.lost = e
+        self.inputs.changed.set()
+
+    async def run(self) -> None:
+        outcomes = self.bus.replay(subjects.EVENTS_STREAM, [subjects.outcome_subject(WRITER, c) for c in self.clusters],
+                                   self.inputs.on_outcome, deliver="last_per_subject")
+        mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters), self.inputs.on_object,
+                                 deliver="last_per_subject", batch=self.settings.replay_batch)
+        t0 = time.monotonic()
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(outcomes.run(), name="admission:outcomes")
+            await self._until(outcomes.caught_up.wait(), lambda: "outcomes replay to catch up")
+            tg.create_task(mirror.run(), name="admission:mirror")
+            await self._until(mirror.caught_up.wait(), lambda: f"mirror replay to catch up (handled {mirror.handled})")
+            await self._until(self.inputs.synced.wait(),
+                              lambda: f"sync markers of {missing_sync(self.partitions.values())}")
+            self.log.info("state rebuilt", objects=mirror.handled, seconds=round(time.monotonic() - t0, 3))
+            await self._fence()
+            self.deciding = True
+            self.bus.mark_ready()
+            self.log.info("deciding", clusters=list(self.clusters), seconds=round(time.monotonic() - t0, 3))
+            await self._decide()
+
+    async def _until(self, aw: asyncio.Future[T] | asyncio.Task[T] | object, what: object) -> T:
+        """Await `aw`, saying every progress_log_s what we are waiting for (no deadline: the lease
+        code cancels the term if it has to)."""
+        task = aw if isinstance(aw, asyncio.Future) else asyncio.ensure_future(aw)  # type: ignore[arg-type]
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=self.settings.progress_log_s)
+                if done:
+                    return task.result()  # type: ignore[no-any-return]
+                self.log.warning("still waiting before deciding", waiting_for=what() if callable(what) else what)
+        finally:
+            if not task.done():
+                task.cancel()
+
+    # --- 3. fence ------------------------------------------------------------------------------------
+
+    async def _fence(self) -> None:
+        loop = asyncio.get_running_loop()
+        fences = [fence_command(c, self.epoch) for c in self.clusters]
+        for f in fences:
+            self.inputs.fences[f.msg_id] = loop.create_future()
+        acks = await self.bus.publish_many([OutMsg(f.subject, f.message, f.msg_id) for f in fences])
+        for f, ack in zip(fences, acks):
+            out: CommandOutcome = await self._until(self.inputs.fences[f.msg_id], f"the outcome of {f.msg_id}")
+            if not out.applied:
+                raise LostLeadership(f"fence {f.msg_id} refused: {out.reason}")
+            await self._until(self._consumed(ack.seq), f"{f.msg_id} (seq {ack.seq}) to leave {subjects.COMMANDS_STREAM}")
+        self.inputs.fences.clear()
+
+    async def _consumed(self, seq: int) -> None:
+        """KQ_CMD is a work queue: the fence is gone once acked, and the watcher acks a batch only
+        after every command in it (and before it) was handled."""
+        while True:
+            try:
+                await self.bus.js.get_msg(subjects.COMMANDS_STREAM, seq=seq)
+            except NotFoundError:
+                return
+            await asyncio.sleep(self.settings.fence_poll_s)
+
+    # --- 4. decide -----------------------------------------------------------------------------------
+
+    async def _decide(self) -> None:
+        parts = [self.partitions[c] for c in sorted(self.partitions)]
+        changed = self.inputs.changed
+        while True:
+            if self.lost is not None:
+                raise self.lost
+            changed.clear()
+            commands: list[Outgoing] = []
+            events: list[Outgoing] = []
+            produced = more = False
+            deadline = time.monotonic() + self.settings.max_round_s
+            for p in parts:
+                results: list[CycleResult] = []
+                while p.wants_cycle(now := time.time()):
+                    result = p.cycle(now)
+                    if result.empty():
+                        break  # nothing came of it: do not spin on this partition
+                    results.append(result)
+                    if time.monotonic() >= deadline:
+                        break
+                more = more or p.wants_cycle(time.time())
+                if not results:
+                    continue
+                produced = True
+                outputs, errors = p.plan(results, time.time())
+                for err in errors:
+                    self.log.error("decision not published", cluster=p.cluster, error=err)
+                commands += outputs.commands
+                events += outputs.events
+            if commands or events:
+                await publish(self.bus, commands, events)
+            if produced and more:
+                await asyncio.sleep(0)  # let inputs in, then carry on
+                continue
+            await self._wait_for_work(parts, spin_guard=more)
+
+    async def _wait_for_work(self, parts: list[Partition], spin_guard: bool) -> None:
+        wakeups = [at for p in parts if (at := p.next_wakeup()) is not None]
+        timeout = max(0.0, min(wakeups) - time.time()) if wakeups else None
+        if spin_guard:
+            timeout = self.settings.spin_guard_s if timeout is None else min(timeout, self.settings.spin_guard_s)
+        try:
+            await asyncio.wait_for(self.inputs.changed.wait(), timeout)
+        except asyncio.TimeoutError:
+            pass

@@ -1,0 +1,166 @@
+"""One scheduler partition (a cluster) inside a leadership term: the core plus what the shell tracks.
+
+Synchronous and clock-free (`now` is passed in), so the term's async code stays a thin loop:
+records and markers from the mirror go in through `apply_record`/`apply_marker`, outcomes
+through `on_outcome`, and `cycle(now)` runs the core and returns what to publish.
+
+Besides the core the partition keeps:
+- the sync markers seen, per kind (the term decides nothing before every kind is listed);
+- each reserved Workload's admission exactly as stored, and each queue's generation and
+  Active condition (outputs need them to write what the watcher compares field for field);
+- the commands in flight, so an outcome can confirm or roll back what the core assumed;
+- echo gates: a write of an older leader (seen in its outcome, with the resourceVersion it
+  produced) that the mirror has not shown yet. The partition does not schedule until every
+  such write is visible, so quota the old leader handed out is never handed out twice.
+"""
+
+from __future__ import annotations
+
+from kq.api import kueue as api
+from kq.api.meta import find_condition
+from kq.messages import CommandOutcome
+from kq.mirror import ObjectRecord, SyncMarker
+from services.admission.core.decisions import CycleResult
+from services.admission.core.model import SchedulerConfig
+from services.admission.core.state import SchedulerState
+from services.admission.inputs import NEEDED_KINDS, convert, workload_key
+from services.admission.outputs import (
+    WORKLOAD_ACTIONS,
+    Outputs,
+    QueueFacts,
+    Sent,
+    api_admission,
+    parse_command_id,
+    plan_outputs,
+)
+
+STALE_EPOCH = "StaleEpoch"
+
+
+class LostLeadership(Exception):
+    """The watcher refused a command of ours as coming from an older epoch: someone else leads."""
+
+
+def _rv(v: str) -> int | None:
+    return int(v) if v.isdigit() else None
+
+
+class Partition:
+    def __init__(self, cluster: str, epoch: int, config: SchedulerConfig) -> None:
+        self.cluster = cluster
+        self.epoch = epoch
+        self.state = SchedulerState(config)
+        self.synced: set[str] = set()
+        self.admissions: dict[str, api.Admission] = {}  # workload key -> status.admission while reserved
+        self.queue_facts: dict[str, QueueFacts] = {}  # "cq/<name>" | "lq/<ns>/<name>"
+        self.inflight: dict[str, Sent] = {}
+        self.echo_gates: dict[str, int] = {}  # workload key -> resourceVersion an older leader's write made
+        self.rounds = 0
+        self.refusals = 0
+
+    # --- inputs ------------------------------------------------------------------------------------
+
+    def apply_record(self, rec: ObjectRecord) -> None:
+        """Fold one mirror record in. InputError/InvalidEvent: bad input, nothing changed."""
+        event, obj = convert(rec)
+        self.state.apply(event)
+        if rec.kind == "workload":
+            key = workload_key(rec.namespace, rec.name)
+            admission = obj.status.admission if isinstance(obj, api.Workload) else None
+            if admission is not None:
+                self.admissions[key] = admission
+            else:
+                self.admissions.pop(key, None)
+            gate = self.echo_gates.get(key)
+            rv = _rv(rec.resource_version)
+            if gate is not None and (rec.deleted or rv is None or rv >= gate):
+                del self.echo_gates[key]
+        elif rec.kind in ("clusterqueue", "localqueue"):
+            fkey = f"cq/{rec.name}" if rec.kind == "clusterqueue" else f"lq/{rec.namespace}/{rec.name}"
+            if isinstance(obj, (api.ClusterQueue, api.LocalQueue)):
+                self.queue_facts[fkey] = QueueFacts(obj.metadata.generation,
+                                                    find_condition(obj.status.conditions, "Active"))
+            else:
+                self.queue_facts.pop(fkey, None)
+
+    def apply_marker(self, marker: SyncMarker) -> None:
+        if marker.kind in NEEDED_KINDS:
+            self.synced.add(marker.kind)
+
+    def missing_kinds(self) -> list[str]:
+        return [k for k in NEEDED_KINDS if k not in self.synced]
+
+    # --- outcomes ----------------------------------------------------------------------------------
+
+    def on_outcome(self, out: CommandOutcome) -> bool:
+        """Apply what the watcher did with a command; True when the core's state changed.
+        Raises LostLeadership when a command of this term was refused as stale."""
+        if out.epoch == self.epoch:
+            sent = self.inflight.pop(out.command_id, None)
+            if sent is None:
+                return False
+            if not out.applied and out.reason == STALE_EPOCH:
+                raise LostLeadership(f"{self.cluster}: command {out.command_id} refused: epoch {self.epoch} is stale")
+            if out.applied:
+                if sent.action == "reserve":
+                    self.state.admission_applied(sent.target, out.resource_version)
+                return False
+            self.refusals += 1
+            if sent.action == "reserve":
+                self.state.forget(sent.target)
+                return True
+            if sent.action == "evict":
+                self.state.forget_eviction(sent.target)
+                return True
+            return False
+        if out.epoch < self.epoch and out.applied:
+            self._gate_on_older_write(out)
+        return False
+
+    def _gate_on_older_write(self, out: CommandOutcome) -> None:
+        parsed = parse_command_id(out.command_id)
+        rv = _rv(out.resource_version)
+        if parsed is None or rv is None or parsed.action not in WORKLOAD_ACTIONS or parsed.cluster != self.cluster:
+            return
+        key = parsed.target
+        known = self.state.workloads.get(key)
+        if known is None:
+            # The old leader decided on a record the mirror held before this term began; if the
+            # replay has nothing for the key now, the workload is gone.
+            return
+        seen = _rv(known.resource_version)
+        if seen is not None and seen >= rv:
+            return
+        self.echo_gates[key] = max(rv, self.echo_gates.get(key, 0))
+
+    # --- cycles ------------------------------------------------------------------------------------
+
+    def wants_cycle(self, now: float) -> bool:
+        if self.echo_gates:
+            return False
+        if self.state.has_work():
+            return True
+        at = self.state.next_wakeup()
+        return at is not None and at <= now
+
+    def next_wakeup(self) -> float | None:
+        return None if self.echo_gates else self.state.next_wakeup()
+
+    def _admission_of(self, key: str) -> api.Admission | None:
+        stored = self.admissions.get(key)
+        if stored is not None:
+            return stored
+        info = self.state.reserved.get(key)
+        return None if info is None else api_admission(info.admission.cluster_queue, info.admission.pod_sets)
+
+    def cycle(self, now: float) -> CycleResult:
+        """One scheduling cycle of the core (admissions are assumed inside it)."""
+        return self.state.schedule(now)
+
+    def plan(self, results: list[CycleResult], now: float) -> tuple[Outputs, list[str]]:
+        """What to publish for consecutive cycles' results; the commands are registered as in flight."""
+        self.rounds += 1
+        outputs, errors = plan_outputs(results, cluster=self.cluster, epoch=self.epoch, now=now, round_no=self.rounds,
+                                       admission_of=self._admission_of, queue_facts=self.queue_facts)
+        self.inflight.update(outputs.sent)
+        return outputs, errors

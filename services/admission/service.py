@@ -1,0 +1,83 @@
+"""Wiring of the admission service: one lease ("admission"/"default") covering every cluster,
+and while it is held a LeaderTerm (services/admission/leader.py) with one scheduler partition
+per configured cluster. A second instance (another KQ_INSTANCE) waits in `lead()` as a hot
+standby and takes over, with a higher epoch, when the lease lapses.
+
+Health: "standby" while waiting for the lease, "starting" while rebuilding and fencing,
+"ready" while deciding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+
+import msgspec
+
+from kq.config import Config, ConfigError
+from kq.obs import get_logger
+from kq.runtime import Bus, Lease, lead
+from services.admission.core.model import SchedulerConfig
+from services.admission.leader import LeaderTerm, TermSettings
+
+SERVICE = "admission"
+
+
+class AdmissionSettings(msgspec.Struct, frozen=True, kw_only=True):
+    """The service's own knobs (kq.config has no admission section); tests pass their own."""
+
+    lease_partition: str = "default"
+    lease_ttl_s: int = 5  # a killed leader is replaced within about this long
+    restart_backoff_s: float = 0.5  # after a term failed, before standing for the lease again
+    restart_backoff_max_s: float = 10.0
+    term: TermSettings = TermSettings()
+
+
+def scheduler_config(config: Config) -> SchedulerConfig:
+    """The Kueue Configuration parts the core reads, validated."""
+    k = config.kueue
+    raw: dict[str, object] = {}
+    if k.fair_sharing is not None and k.fair_sharing.enable:
+        raw["fair_sharing"] = {"preemption_strategies": list(k.fair_sharing.preemption_strategies)}
+    if k.wait_for_pods_ready is not None:
+        raw["requeuing_timestamp"] = k.wait_for_pods_ready.requeuing_strategy.timestamp
+    try:
+        return msgspec.convert(raw, SchedulerConfig)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"kueue configuration for admission: {e}") from None
+
+
+def _why(e: BaseException) -> str:
+    if isinstance(e, BaseExceptionGroup):
+        return "; ".join(_why(x) for x in e.exceptions)
+    return f"{type(e).__name__}: {e}"
+
+
+async def main(bus: Bus, config: Config, settings: AdmissionSettings | None = None) -> None:
+    settings = settings or AdmissionSettings()
+    clusters = tuple(c.name for c in config.clusters)
+    if not clusters:
+        raise ConfigError("admission: no clusters configured (config `clusters`)")
+    sched = scheduler_config(config)
+    holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
+    lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s)
+    log = get_logger("kq.admission", instance=config.instance)
+
+    async def term(epoch: int) -> None:
+        bus.status = "starting"
+        try:
+            await LeaderTerm(bus, clusters, sched, epoch, settings.term).run()
+        finally:
+            bus.status = "standby"
+
+    backoff = settings.restart_backoff_s
+    while True:
+        bus.status = "standby"
+        try:
+            await lead(lease, term)
+            return  # a term never ends on its own; only if it did
+        except Exception as e:  # noqa: BLE001 - the term's end is reported, then we stand again
+            log.warning("term ended; standing for the lease again", epoch=lease.epoch, reason=_why(e))
+        await asyncio.sleep(backoff)
+        backoff = min(backoff * 2, settings.restart_backoff_max_s)

@@ -1,0 +1,108 @@
+"""Read what a check needs from the clusters' API at the check's moment.
+
+The imperative half of observation: lists objects through KubeClient, decodes
+them into kq.api types and hands them to the pure derivations in
+`kq.scenario.observed`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+import msgspec
+
+from kq.api.kueue import ClusterQueue, Workload
+from kq.api.meta import condition_is_true, parse_time
+from kq.api.registry import decode_object
+from kq.kube import KubeClient, KubeError
+from kq.scenario.model import Check, RemoteObject
+from kq.scenario.observed import (
+    Observed,
+    ObservedClusterQueue,
+    ObservedRemote,
+    ObservedWorkload,
+    observe_cluster_queue,
+    observe_workload,
+)
+from kq.scenario.refs import canonical_kind, resolve_workload
+
+
+class ObserveError(Exception):
+    """The state could not be read (API unreachable, an object kq.api cannot decode)."""
+
+
+class Observer:
+    def __init__(self, clients: Mapping[str, KubeClient], manager: str) -> None:
+        self.clients = clients
+        self.manager = manager
+
+    async def _list(self, cluster: str, kind: str) -> list:
+        try:
+            raws, _ = await self.clients[cluster].list(kind)
+        except KubeError as e:
+            raise ObserveError(f"cluster {cluster}: listing {kind}: {e}") from e
+        out = []
+        for raw in raws:
+            try:
+                out.append(decode_object(kind, raw))
+            except (msgspec.ValidationError, msgspec.DecodeError) as e:
+                raise ObserveError(f"cluster {cluster}: a {kind} kq.api cannot decode: {e}: {raw[:300]!r}") from e
+        return out
+
+    async def workloads(self, cluster: str) -> list[Workload]:
+        return await self._list(cluster, "Workload")
+
+    async def observe(self, check: Check) -> Observed:
+        workloads: dict[str, ObservedWorkload | None] = {}
+        if check.workloads:
+            wls = await self.workloads(self.manager)
+            for key in check.workloads:
+                ns, _, name = key.partition("/")
+                wl = resolve_workload(wls, ns, name)
+                workloads[key] = observe_workload(wl) if wl is not None else None
+        cluster_queues: dict[str, ObservedClusterQueue | None] = {}
+        if check.cluster_queues:
+            listed: list[ClusterQueue] = await self._list(self.manager, "ClusterQueue")
+            cqs = {cq.metadata.name: cq for cq in listed}
+            for name in check.cluster_queues:
+                cluster_queues[name] = observe_cluster_queue(cqs[name]) if name in cqs else None
+        remote: dict[str, ObservedRemote] = {}
+        for cluster, want in check.remote.items():
+            asked = list(want.present) + list(want.absent)
+            listed: list[Workload] | None = None  # read once per cluster, only when a Workload is asked about
+            found = []
+            for o in asked:
+                if canonical_kind(o.kind) == "Workload":
+                    listed = listed if listed is not None else await self.workloads(cluster)
+                    assert o.ref.namespace is not None
+                    found.append(resolve_workload(listed, o.ref.namespace, o.ref.name) is not None)
+                else:
+                    found.append(await self._exists(cluster, o))
+            remote[cluster] = ObservedRemote(
+                present=tuple(o.label() for o, f in zip(asked, found) if f),
+                absent=tuple(o.label() for o, f in zip(asked, found) if not f),
+            )
+        return Observed(workloads=workloads, cluster_queues=cluster_queues, remote=remote)
+
+    async def _exists(self, cluster: str, obj: RemoteObject) -> bool:
+        try:
+            return await self.clients[cluster].get(obj.kind, obj.ref.namespace, obj.ref.name) is not None
+        except KubeError as e:
+            raise ObserveError(f"cluster {cluster}: reading {obj.label()}: {e}") from e
+
+    async def waiting_timers(self, now: datetime) -> list[str]:
+        """Service timers visible in the API: workloads waiting out a requeue backoff."""
+        out: list[str] = []
+        for cluster in sorted(self.clients):
+            for wl in await self.workloads(cluster):
+                rs = wl.status.requeue_state
+                if rs is None or rs.requeue_at is None or condition_is_true(wl.status.conditions, "QuotaReserved"):
+                    continue
+                if wl.spec.active is False or condition_is_true(wl.status.conditions, "Finished"):
+                    continue
+                if parse_time(rs.requeue_at) > now:
+                    out.append(
+                        f"{cluster}: {wl.metadata.namespace}/{wl.metadata.name} waits to be requeued at {rs.requeue_at}"
+                    )
+        return out

@@ -1,0 +1,139 @@
+"""Every core scenario through the real system: `kq scenario run FILE --json` must exit 0.
+
+Each run starts its own nats-server, kubesim and every service as processes
+(the harness does it), so the runs are independent. The shared examples live
+beside the checkout (../shared/scenarios/examples), our own under scenarios/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED_EXAMPLES = REPO.parent / "shared" / "scenarios" / "examples"
+FILES = sorted(SHARED_EXAMPLES.glob("core/*.yaml")) + sorted((REPO / "scenarios" / "core").glob("*.yaml"))
+RUN_TIMEOUT_S = 150  # stack start-up, the timeline (seconds), settling (bounded by the harness at 60 s)
+
+pytestmark = pytest.mark.e2e
+
+
+def test_scenario_files_are_found() -> None:
+    assert len(FILES) >= 12, f"scenario files missing: looked in {SHARED_EXAMPLES} and {REPO / 'scenarios'}"
+
+
+def _explain(proc: subprocess.CompletedProcess[str]) -> str:
+    """What a failing run said: the failed checks and errors from the JSON, then stderr's tail."""
+    lines = [f"exit {proc.returncode}"]
+    try:
+        doc = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        lines.append(f"stdout (not JSON): {proc.stdout[-2000:]}")
+    else:
+        lines += [f"error: {e}" for e in doc.get("errors", [])]
+        for check in doc.get("checks", []):
+            if not check["ok"]:
+                lines += [f"FAIL at {check['at']}: {f}" for f in check["failures"]]
+                lines.append(f"  observed: {json.dumps(check['observed'])}")
+    lines.append("stderr:")
+    lines += proc.stderr.splitlines()[-40:]
+    return "\n".join(lines)
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 30)
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.parent.name}/{p.stem}")
+def test_scenario(path: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KQ_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kq.cli.main", "scenario", "run", str(path), "--json", "--workdir", str(tmp_path / "stack")],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        cwd=REPO,
+        env=env,
+    )
+    assert proc.returncode == 0, _explain(proc)
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] is True and len(doc["checks"]) >= 1, doc
+
+
+# --- the harness itself, on scenarios that need no scheduling decision -------------------------
+
+_BARE_WORKLOAD = {
+    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "kind": "Workload",
+    "metadata": {"name": "w1", "namespace": "demo"},
+    "spec": {
+        "queueName": "nowhere",  # no such LocalQueue: it stays pending whatever the services do
+        "podSets": [{"name": "main", "count": 1, "template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "main", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}}}],
+    },
+}
+
+
+def _run_doc(doc: dict, tmp_path: Path) -> tuple[subprocess.CompletedProcess[str], dict]:
+    path = tmp_path / f"{doc['name']}.yaml"
+    path.write_text(json.dumps(doc))  # JSON is YAML
+    proc = subprocess.run(
+        [sys.executable, "-m", "kq.cli.main", "scenario", "run", str(path), "--json", "--settle-timeout", "30",
+         "--workdir", str(tmp_path / "stack")],
+        capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=REPO,
+        env={k: v for k, v in os.environ.items() if not k.startswith("KQ_")},
+    )
+    try:
+        return proc, json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(_explain(proc))
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 30)
+def test_harness_runs_steps_and_observes_each_moment(tmp_path: Path) -> None:
+    doc = {
+        "name": "harness-steps",
+        "description": "apply, patchStatus and delete reach the API; checks see each state at its moment",
+        "objects": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}}],
+        "steps": [
+            {"at": "0s", "apply": _BARE_WORKLOAD},
+            {"at": "1s", "patchStatus": {"kind": "Workload", "namespace": "demo", "name": "w1", "status": {
+                "conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded", "message": "done by hand",
+                                "lastTransitionTime": "2025-01-01T00:00:00Z"}]}}},
+            {"at": "2s", "delete": {"kind": "Workload", "namespace": "demo", "name": "w1"}},
+        ],
+        "checks": [
+            {"at": "500ms", "workloads": {"demo/w1": {"state": "pending"}},
+             "remote": {"manager": {"present": ["Workload demo/w1", "Namespace demo"]}}},
+            {"at": "1500ms", "workloads": {"demo/w1": {"state": "finished", "succeeded": True, "message": "BY HAND"}}},
+            {"at": "settled", "remote": {"manager": {"absent": ["Workload demo/w1"], "present": ["Namespace demo"]}}},
+        ],
+    }
+    proc, out = _run_doc(doc, tmp_path)
+    assert proc.returncode == 0, _explain(proc)
+    assert [c["at"] for c in out["checks"]] == ["500ms", "1500ms", "settled"]
+    assert out["checks"][1]["observed"]["workloads"]["demo/w1"]["state"] == "finished"
+    assert out["checks"][2]["observed"]["remote"] == {"manager": {"present": ["Namespace demo"], "absent": ["Workload demo/w1"]}}
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 30)
+def test_harness_exits_1_with_the_failures_when_a_check_does_not_hold(tmp_path: Path) -> None:
+    doc = {
+        "name": "harness-failing",
+        "description": "a workload with no LocalQueue is never admitted",
+        "objects": [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}}, _BARE_WORKLOAD],
+        "steps": [],
+        "checks": [
+            {"at": "settled", "workloads": {"demo/w1": {"state": "admitted"}, "demo/ghost": {"state": "pending"}}},
+        ],
+    }
+    proc, out = _run_doc(doc, tmp_path)
+    assert proc.returncode == 1, _explain(proc)
+    assert out["ok"] is False
+    assert out["checks"][0]["failures"] == [
+        "demo/w1: state pending, want admitted",
+        "demo/ghost: no such workload (neither a Workload nor a Job's Workload of that name)",
+    ]
+    assert out["checks"][0]["observed"]["workloads"]["demo/ghost"] is None
