@@ -1,0 +1,146 @@
+"""`kq bench CONFIG [--summary FILE] [--virtual-time]`: Kueue's scheduler performance test for kq.
+
+Exit 0 when the run completed (every workload finished, no ClusterQueue over quota), 1 when
+it did not (timeout, a failed stack, over quota), 2 when the configuration is invalid or needs
+something kq does not have (topology-aware scheduling).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import cProfile
+
+    from kq.bench.generate import BenchPlan
+    from kq.bench.metrics import RunLog
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+    """Register `bench` under a `kq` parser's subcommands (args.func is `run`)."""
+    parser = subparsers.add_parser("bench", help="run a scheduler benchmark (Kueue's performance test configs)")
+    _fill(parser)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`kq bench ...` as delegated by kq.cli.main: argv is what follows `bench`."""
+    parser = argparse.ArgumentParser(prog="kq bench", description="run a scheduler benchmark "
+                                     "(the generator configs of Kueue's scheduler performance test)")
+    _fill(parser)
+    return run(parser.parse_args(argv))
+
+
+def _fill(p: argparse.ArgumentParser) -> None:
+    p.add_argument("config", type=Path, help="the generator config (e.g. baseline.yaml)")
+    p.add_argument("--summary", type=Path, metavar="FILE", help="write the figures as YAML (Kueue's summary keys)")
+    p.add_argument("--virtual-time", action="store_true",
+                   help="the admission core alone on a virtual clock (no bus, no API, no processes)")
+    p.add_argument("--cycle-latency-ms", type=float, default=0.0, metavar="MS",
+                   help="virtual time: how long each admission cycle takes to take effect (default 0)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="live: longest recording time after start-up (default 600, as Kueue's runner)")
+    p.add_argument("--workdir", type=Path, metavar="DIR",
+                   help="live: keep the stack's files (logs, bus store) in DIR instead of a temporary directory")
+    p.add_argument("--concurrency", type=int, default=64, metavar="N",
+                   help="live: API requests the runner keeps in flight for creations and for finishes (default 64)")
+    p.add_argument("--profile", type=Path, metavar="FILE",
+                   help="profile this process with cProfile (pstats to FILE; the top functions to stderr)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Imported here so `kq --help` does not pay for the harness.
+    from kq.bench.config import BenchConfigError, load_config, tas_features
+    from kq.bench.generate import build_plan
+
+    try:
+        cfg = load_config(args.config)
+    except BenchConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    tas = tas_features(cfg)
+    if tas:
+        print(f"error: {args.config} needs topology-aware scheduling ({'; '.join(tas[:3])}"
+              f"{'; ...' if len(tas) > 3 else ''}), which kq does not implement yet", file=sys.stderr)
+        return EXIT_INVALID
+    if args.cycle_latency_ms < 0 or args.timeout <= 0 or args.concurrency < 1:
+        print("error: --cycle-latency-ms must be >= 0, --timeout > 0 and --concurrency >= 1", file=sys.stderr)
+        return EXIT_INVALID
+    plan = build_plan(cfg)
+    say: Callable[[str], None] = (
+        (lambda _line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    )
+
+    profiler = None
+    if args.profile is not None:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    try:
+        log = _record(args, plan, say)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 - a stack that fails to start or dies is the run's result
+        from kq.bench.live import BenchRunError
+        from kq.stack import StackError
+
+        if not isinstance(e, (BenchRunError, StackError)):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        if profiler is not None:
+            profiler.disable()
+            _write_profile(profiler, args.profile)
+
+    from kq.bench.metrics import compute
+    from kq.bench.report import render, write_summary
+
+    figures = compute(plan, log)
+    detail = f"cycle latency {args.cycle_latency_ms:g} ms" if args.virtual_time else ""
+    print(render(figures, plan, config=str(args.config), mode_detail=detail))
+    if args.summary is not None:
+        write_summary(figures, args.summary)
+    ok = (not figures.timed_out and figures.wall_ms is not None and figures.finished == figures.expected
+          and not figures.over_quota)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _record(args: argparse.Namespace, plan: BenchPlan, say: Callable[[str], None]) -> RunLog:
+    if args.virtual_time:
+        from kq.bench.virtual import run_virtual
+
+        def progress(t_ms: float, created: int, admitted: int, finished: int) -> None:
+            say(f"  virtual t={t_ms / 1000:7.1f}s  created {created}/{len(plan.workloads)}  admitted {admitted}  "
+                f"finished {finished}")
+
+        return run_virtual(plan, cycle_latency_ms=args.cycle_latency_ms, progress=progress)
+    import asyncio
+
+    from kq.bench.live import run_live
+
+    return asyncio.run(run_live(plan, timeout_s=args.timeout, workdir=args.workdir, say=say,
+                                concurrency=args.concurrency))
+
+
+def _write_profile(profiler: cProfile.Profile, path: Path) -> None:
+    import io
+    import pstats
+
+    profiler.dump_stats(str(path))
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(20)
+    print(f"profile written to {path}; the top functions by own time:", file=sys.stderr)
+    print(out.getvalue(), file=sys.stderr)

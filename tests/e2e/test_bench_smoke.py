@@ -1,0 +1,44 @@
+"""`kq bench bench/small.yaml --summary F` through the live stack (every service its own process):
+the summary has every key, every workload finished, no ClusterQueue or cohort went over quota."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kq.bench.report import missing_keys
+
+REPO = Path(__file__).resolve().parents[2]
+RECORD_TIMEOUT_S = 120  # the run itself; the small config's physical limit is ~11 s
+RUN_TIMEOUT_S = RECORD_TIMEOUT_S + 90  # + stack start-up and shutdown
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S + 30)
+def test_small_bench_through_the_live_stack(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.yaml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KQ_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kq.cli.main", "bench", "bench/small.yaml", "--summary", str(summary),
+         "--timeout", str(RECORD_TIMEOUT_S), "--workdir", str(tmp_path / "work")],
+        capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=REPO, env=env,
+    )
+    said = f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert summary.exists(), said
+    doc = yaml.safe_load(summary.read_text())
+    assert missing_keys(doc) == [], said
+    assert sorted(doc["workloadClasses"]) == ["large", "medium", "small"], said
+    w = doc["workloads"]
+    assert w["created"] == w["finished"] == w["expected"] == 292, said
+    assert sum(c["count"] for c in doc["workloadClasses"].values()) == 292, said
+    assert doc["overQuotaClusterQueues"] == [], said
+    assert doc["timedOut"] is False and doc["cmdStats"]["wallMs"] > 0, said
+    assert doc["cmdStats"]["maxRssBytes"] > 0 and doc["cmdStats"]["startupMs"] > 0, said
+    assert 0 < doc["usagePercent"]["cq"] <= 100, said
+    assert proc.returncode == 0, said
