@@ -181,9 +181,13 @@ class Schedulers:
         proc.send_signal(signal.SIGKILL)
         await asyncio.wait_for(proc.wait(), 10)
 
+    def signal(self, instance: str, sig: signal.Signals) -> None:
+        self.procs[instance].send_signal(sig)
+
     async def stop(self) -> None:
         for proc in self.procs.values():
             if proc.returncode is None:
+                proc.send_signal(signal.SIGCONT)  # a paused one would not see SIGTERM
                 proc.send_signal(signal.SIGTERM)
         for proc in self.procs.values():
             try:
@@ -282,8 +286,25 @@ async def run_flow(flow: Flow, watch: QuotaWatch, watching: asyncio.Task[None],
         await asyncio.sleep(poll_s)
 
 
-async def test_standby_takes_over_without_double_admission(bus: Bus, nats_config: NatsConfig, sim: KubeSim,
-                                                           kube: KubeClient, tmp_path: Path) -> None:
+async def kill_active(bus: Bus, schedulers: Schedulers, active: str) -> None:
+    """SIGKILL: the standby takes over once the lease's TTL has run out."""
+    await schedulers.kill(active)
+
+
+async def pause_active(bus: Bus, schedulers: Schedulers, active: str) -> None:
+    """SIGSTOP until the standby decides, then SIGCONT: the old leader wakes up with stale state and
+    an old epoch; whatever it still sends is refused, and it must step down."""
+    schedulers.signal(active, signal.SIGSTOP)
+    await active_instance(bus, set(schedulers.procs) - {active})
+    schedulers.signal(active, signal.SIGCONT)
+
+
+FAULTS = {"kill-9": kill_active, "pause-resume": pause_active}
+
+
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+async def test_standby_takes_over_without_double_admission(fault: str, bus: Bus, nats_config: NatsConfig,
+                                                           sim: KubeSim, kube: KubeClient, tmp_path: Path) -> None:
     await make_world(kube)
     _, start_rv = await kube.list("workload", namespace="demo")
     watch = QuotaWatch(kube)
@@ -296,8 +317,9 @@ async def test_standby_takes_over_without_double_admission(bus: Bus, nats_config
             await schedulers.start("1")
             first = await active_instance(bus, {"0", "1"})
             try:
-                await run_flow(flow, watch, watching, lambda: schedulers.kill(first))
-                second = await active_instance(bus, {"0", "1"} - {first})
+                await run_flow(flow, watch, watching, lambda: FAULTS[fault](bus, schedulers, first))
+                alive = {i for i, p in schedulers.procs.items() if p.returncode is None}
+                second = await active_instance(bus, alive)  # the paused one is back as a standby
             except AssertionError as e:
                 raise AssertionError(f"{e}\n{schedulers.output()}") from None
             assert second != first

@@ -17,15 +17,18 @@ import pytest
 from support.wait import eventually
 from support.watcher_harness import cluster_configs, create, kube_client, read_typed, running_watcher
 
+from kq import subjects
 from kq.api import constants as k
 from kq.api.core import Job, Pod
-from kq.api.kueue import ClusterQueue, Workload
+from kq.api.kueue import Admission, ClusterQueue, PodSetAssignment, Workload
 from kq.api.meta import Condition, condition_is_true, find_condition
 from kq.config import Config, NatsConfig
 from kq.kube import KubeClient
-from kq.runtime import Bus
+from kq.messages import AdmitWorkload, WorkloadPendingEvent, decision_decoder
+from kq.runtime import Bus, Lease
 from kubesim.server import KubeSim
 from services.admission.leader import TermSettings
+from services.admission.outputs import command_id
 from services.admission.service import AdmissionSettings, main
 from services.watcher.core.job_pods import workload_name
 
@@ -56,21 +59,14 @@ async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
 
 @asynccontextmanager
 async def running_admission(nats: NatsConfig, sim: KubeSim, tmp: Path, instance: str = "0",
-                            settings: AdmissionSettings = FAST) -> AsyncIterator[Bus]:
-    """The admission service in-process on its own connection; yields once it decides."""
+                            settings: AdmissionSettings = FAST, wait: bool = True) -> AsyncIterator[Bus]:
+    """The admission service in-process on its own connection; yields once it decides (wait=True)."""
     config = Config(nats=nats, clusters=cluster_configs(sim, tmp, [C]), instance=instance)
     bus = await Bus.connect(nats, "admission", instance=instance)
     task = asyncio.create_task(main(bus, config, settings), name=f"admission-{instance}")
-
-    def ready() -> bool:
-        if task.done():
-            task.result()
-            raise AssertionError("admission stopped")
-        assert bus.status == "ready", bus.status
-        return True
-
     try:
-        await eventually(ready, timeout=30, what="admission deciding")
+        if wait:
+            await wait_deciding(bus, task)
         yield bus
     finally:
         task.cancel()
@@ -79,6 +75,17 @@ async def running_admission(nats: NatsConfig, sim: KubeSim, tmp: Path, instance:
         except (asyncio.CancelledError, Exception):
             pass
         await bus.close()
+
+
+async def wait_deciding(bus: Bus, task: asyncio.Task[None] | None = None) -> None:
+    def ready() -> bool:
+        if task is not None and task.done():
+            task.result()
+            raise AssertionError("admission stopped")
+        assert bus.status == "ready", bus.status
+        return True
+
+    await eventually(ready, timeout=30, what="admission deciding")
 
 
 # --- the world --------------------------------------------------------------------------------------
@@ -323,3 +330,40 @@ async def test_preemption_by_priority(bus: Bus, nats_config: NatsConfig, sim: Ku
         await eventually(swapped, timeout=20, what="low suspended, high admitted")
         await eventually(lambda: running("high"), timeout=15, what="high-priority job running")
         assert cq_summary(await cluster_queue(kube))[:2] == (1, 1)
+
+
+async def test_a_new_leader_waits_for_the_writes_of_the_old_one(bus: Bus, nats_config: NatsConfig, sim: KubeSim,
+                                                                  kube: KubeClient, tmp_path: Path) -> None:
+    """An older leader's admission still queued when the new one starts: the new leader must count
+    its quota (the watcher applies it just before the new leader's fence) and not hand it out again."""
+    await make_world(kube, cpu="2")
+    a = await create(kube, workload_doc("a", cpu="2"))
+    await create(kube, workload_doc("b", cpu="2"))
+    async with running_watcher(bus, sim, tmp_path, [C]):
+        pass  # mirrored; the watcher stops, so what follows queues up in KQ_CMD
+    old = Lease(bus, "admission", "default", "old-leader", ttl=3)
+    old_epoch = await old.acquire(timeout=10)
+    await old.release()
+    cid = command_id("reserve", old_epoch, C, "demo/a", f"reserve:{a.metadata.uid}:{a.metadata.resource_version}:1")
+    admission = Admission(cluster_queue="cq", pod_set_assignments=(
+        PodSetAssignment(name="main", flavors={"cpu": "pool-a"}, resource_usage={"cpu": "2"}, count=1),))
+    await bus.publish(subjects.command_subject(C, "workload"), AdmitWorkload(
+        id=cid, cluster=C, writer="admission", epoch=old_epoch, namespace="demo", name="a", uid=a.metadata.uid,
+        admission=admission), msg_id=cid)
+
+    async with running_admission(nats_config, sim, tmp_path, wait=False) as adm_bus:
+        async with running_watcher(bus, sim, tmp_path, [C]):
+            await wait_deciding(adm_bus)
+
+            async def settled() -> bool:
+                wls = await workloads(kube)
+                assert reserved(wls["a"]) and not reserved(wls["b"]), {n: w.status.conditions for n, w in wls.items()}
+                c = cond(wls["b"], k.WORKLOAD_QUOTA_RESERVED)
+                assert c is not None and c.reason == "Pending", c
+                assert cq_summary(await cluster_queue(kube)) == (1, 1, 1, {("pool-a", "cpu"): "2"}, "True")
+                return True
+
+            await eventually(settled, timeout=20, what="a admitted by the old leader, b waiting")
+    # The new leader never decided to admit b: its last decision about b says why it waits.
+    last = await bus.js.get_msg(subjects.EVENTS_STREAM, subject=subjects.event_subject(C, "workload", "demo", "b"))
+    assert isinstance(decision_decoder.decode(last.data), WorkloadPendingEvent)

@@ -103,7 +103,7 @@ class FlavorAssigner:
             result = PodSetResult(ps.name, count, requests)
             assigned: dict[str, FlavorChoice] | None = {}
             reasons: list[str] = []
-            for res in sorted(requests, key=resource_order):
+            for res in sorted(requests, key=resource_order) if len(requests) > 1 else list(requests):
                 qty = requests[res]
                 if res not in cq.rg_by_resource:
                     if qty == 0:
@@ -152,7 +152,8 @@ class FlavorAssigner:
         fung = cq.spec.flavor_fungibility
         rg = cq.rg_by_resource[res]
         covered = set(rg.covered_resources)
-        reqs = [(r, requests[r]) for r in sorted(requests, key=resource_order) if r in covered]
+        ordered = sorted(requests, key=resource_order) if len(requests) > 1 else requests
+        reqs = [(r, requests[r]) for r in ordered if r in covered]
         reasons: list[str] = []
         best: dict[str, FlavorChoice] | None = None
         best_mode = _WORST

@@ -60,6 +60,7 @@ class ClusterQueueRuntime:
         "active_reason",
         "active_message",
         "lqs",
+        "status_layout",
     )
 
     def __init__(self, spec: ClusterQueue) -> None:
@@ -78,6 +79,8 @@ class ClusterQueueRuntime:
         self.active_reason = "Unknown"
         self.active_message = ""
         self.lqs: dict[str, None] = {}
+        # per flavor, its resources (sorted) with their nominal quota: the shape of the status lists
+        self.status_layout: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
         self.configure(spec)
 
     def configure(self, spec: ClusterQueue) -> bool:
@@ -100,6 +103,12 @@ class ClusterQueueRuntime:
                 if fq.name not in names:
                     names.append(fq.name)
         self.flavor_names = tuple(names)
+        quotas = self.node.quotas
+        self.status_layout = tuple(
+            (fq.name, tuple((r, quotas[(fq.name, r)].nominal if (fq.name, r) in quotas else 0) for r in sorted(rg.covered_resources)))
+            for rg in spec.resource_groups
+            for fq in rg.flavors
+        )
         all_flavors = frozenset(names)
         self.checks = {
             rule.name: (frozenset(rule.on_flavors) if rule.on_flavors else all_flavors)

@@ -46,6 +46,8 @@ def taint_string(t: Taint) -> str:
 
 def untolerated_taint(flavor: ResourceFlavor, pod_set: PodSet) -> Taint | None:
     """The first NoSchedule/NoExecute taint of the flavor nothing tolerates (pod's or flavor's)."""
+    if not flavor.node_taints:
+        return None
     tolerations = pod_set.tolerations + flavor.tolerations
     for taint in flavor.node_taints:
         if taint.effect not in ("NoSchedule", "NoExecute"):
@@ -82,6 +84,8 @@ def flavor_matches_affinity(flavor: ResourceFlavor, pod_set: PodSet) -> bool:
     Keys the flavor does not define are ignored (another flavor or the node decides them); a term
     left empty by that filtering matches any flavor, as in Kueue's flavorassigner.flavorSelector.
     """
+    if not pod_set.node_selector and not pod_set.required_affinity:
+        return True
     labels = flavor.node_labels
     keys = labels.keys()
     for k, v in pod_set.node_selector.items():

@@ -15,20 +15,21 @@ if TYPE_CHECKING:
 
 
 def _flavor_usage(cq: ClusterQueueRuntime, usage: Mapping[FR, int], with_borrowed: bool) -> tuple[FlavorUsage, ...]:
-    out: list[FlavorUsage] = []
-    in_cohort = cq.node.parent is not None
-    for rg in cq.spec.resource_groups:
-        for fq in rg.flavors:
-            resources: list[ResourceUsage] = []
-            for r in sorted(rg.covered_resources):
-                used = usage.get((fq.name, r), 0)
-                borrowed = 0
-                if with_borrowed and in_cohort:
-                    q = cq.node.quotas.get((fq.name, r))
-                    borrowed = max(0, used - (q.nominal if q is not None else 0))
-                resources.append(ResourceUsage(name=r, total=used, borrowed=borrowed))
-            out.append(FlavorUsage(name=fq.name, resources=tuple(resources)))
-    return tuple(out)
+    borrowed_shown = with_borrowed and cq.node.parent is not None  # Kueue: borrowed=0 outside a cohort
+    return tuple(
+        FlavorUsage(
+            name=flavor,
+            resources=tuple(
+                ResourceUsage(
+                    name=r,
+                    total=(used := usage.get((flavor, r), 0)),
+                    borrowed=max(0, used - nominal) if borrowed_shown else 0,
+                )
+                for r, nominal in resources
+            ),
+        )
+        for flavor, resources in cq.status_layout
+    )
 
 
 def cluster_queue_status(state: SchedulerState, cq: ClusterQueueRuntime) -> ClusterQueueStatus:

@@ -346,7 +346,7 @@ def enqueue(state: SchedulerState, info: PendingInfo, relevant: bool = True) -> 
     if at is not None and state.now < at < math.inf:
         heapq.heappush(state.timers, (at, info.key, info.uid))
     state.dirty_cqs[cq.name] = None
-    if not cq.active:
+    if not cq.active or state.in_cycle(cq):
         report_blocker(state, info)
 
 

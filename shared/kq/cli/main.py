@@ -127,8 +127,12 @@ async def _run(args: argparse.Namespace, io: Streams) -> int:
 
 def main(argv: Sequence[str] | None = None, *, out: IO[str] | None = None, err: IO[str] | None = None,
          stdin: IO[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     io = Streams(out or sys.stdout, err or sys.stderr, stdin or sys.stdin)
+    if argv and argv[0] in ("scenario", "bench"):
+        # Their own parsers see every option, so `kq bench --help` and options before FILE work.
+        return _delegate(f"kq.{argv[0]}.cli", argv[1:], io.err)
+    args = build_parser().parse_args(argv)
     if args.command in ("scenario", "bench"):
         return _delegate(f"kq.{args.command}.cli", list(args.args), io.err)
     configure_logging("kq", "0", "error")  # library warnings stay out of kubectl-like output

@@ -13,7 +13,6 @@ from services.admission.core import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PodSet,
-    ResourceFlavor,
     Taint,
     Toleration,
     Workload,

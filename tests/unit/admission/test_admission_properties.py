@@ -145,7 +145,7 @@ class Tracker(World):
 OPS = st.sampled_from(["submit", "submit", "submit", "step", "step", "finish", "delete", "release"])
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), fair=st.booleans())
 def test_random_streams_respect_quota(data, fair: bool) -> None:  # type: ignore[no-untyped-def]
     cohorts = data.draw(cohort_trees())
