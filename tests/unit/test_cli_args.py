@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+
 from kq.cli.main import build_parser, main
 
 
@@ -81,15 +82,12 @@ def test_without_a_stack_the_error_says_how_to_start_one(tmp_path: Any) -> None:
     assert "kq up" in err
 
 
-def test_bench_reports_not_implemented_with_exit_2_while_its_module_is_absent() -> None:
-    try:
-        import kq.bench.cli  # noqa: F401
-    except ModuleNotFoundError:
-        code, _, err = run(["bench"])
-        assert code == 2
-        assert "not implemented yet" in err
-    else:
-        pytest.skip("kq.bench.cli exists")
+def test_bench_and_scenario_parse_their_own_options(tmp_path: Any, capsys: Any) -> None:
+    bad = tmp_path / "bench.yaml"
+    bad.write_text("cohorts: []\nsurprise: 1\n")
+    assert main(["bench", "--virtual-time", str(bad)]) == 2
+    assert "surprise" in capsys.readouterr().err
+    assert main(["scenario", "run", str(tmp_path / "missing.yaml"), "--json"]) == 2
 
 
 def test_down_without_a_stack_has_nothing_to_stop(tmp_path: Any) -> None:
