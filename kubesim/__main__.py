@@ -25,6 +25,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="base URL written into the kubeconfigs (default: the listening address)")
     p.add_argument("--kubeconfig-dir", required=True, help="where to write <cluster>.kubeconfig")
     p.add_argument("--ready-delay", default="100ms", help="pod readiness delay after binding (default 100ms)")
+    p.add_argument("--sleep-scale", type=float, default=1.0,
+                   help="scale a container's `sleep N` (e.g. 0.1 runs Kueue's 60 s sample pods for 6 s)")
     p.add_argument("--history", type=int, default=10_000, help="watch history window per cluster (events)")
     p.add_argument("--bookmark-interval", default="2s", help="watch bookmark interval (default 2s)")
     p.add_argument("--seed", type=int, default=None, help="seed for generated names and uids")
@@ -40,6 +42,7 @@ async def _serve(ns: argparse.Namespace) -> int:
             host=ns.host,
             port=ns.port,
             ready_delay_s=parse_duration(ns.ready_delay),
+            sleep_scale=ns.sleep_scale,
             history_size=ns.history,
             bookmark_interval_s=parse_duration(ns.bookmark_interval),
             seed=ns.seed,

@@ -24,10 +24,12 @@ NEVER_READY = "neverReady"
 
 
 class Cluster:
-    def __init__(self, name: str, *, rng: random.Random, ready_delay_s: float = 0.1, history_size: int = 10_000,
+    def __init__(self, name: str, *, rng: random.Random, ready_delay_s: float = 0.1,
+                 sleep_scale: float = 1.0, history_size: int = 10_000,
                  watch_buffer: int = 10_000) -> None:
         self.name = name
         self.ready_delay_s = ready_delay_s
+        self.sleep_scale = sleep_scale  # simulated seconds per second of a container's `sleep N`
         self.store = Store(admission=ClusterAdmission(), rng=rng, history_size=history_size,
                            watch_buffer=watch_buffer)
         self.timers = TimerRegistry()

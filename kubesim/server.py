@@ -31,6 +31,7 @@ class KubeSim:
         host: str = "127.0.0.1",
         port: int = 0,
         ready_delay_s: float = 0.1,
+        sleep_scale: float = 1.0,
         history_size: int = 10_000,
         bookmark_interval_s: float = 2.0,
         watch_buffer: int = 10_000,
@@ -50,7 +51,7 @@ class KubeSim:
         # One PRNG per process, seeded (generated names and uids); seed=None draws a fresh seed.
         self.rng = random.Random(seed if seed is not None else random.SystemRandom().getrandbits(64))
         self.clusters: dict[str, Cluster] = {
-            name: Cluster(name, rng=self.rng, ready_delay_s=ready_delay_s, history_size=history_size,
+            name: Cluster(name, rng=self.rng, ready_delay_s=ready_delay_s, sleep_scale=sleep_scale, history_size=history_size,
                           watch_buffer=watch_buffer)
             for name in clusters
         }

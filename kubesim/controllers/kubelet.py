@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -91,12 +92,12 @@ class Kubelet:
             self._start(ns, name, pod)
             self._started[uid] = now
             self._c.timers.call_later(self._c.ready_delay_s, ("ready", uid), lambda: self.queue.add(key))
-            runtime = _runtime(pod)
+            runtime = _runtime(pod, self._c.sleep_scale)
             if runtime is not None:
                 self._c.timers.call_later(runtime, ("runtime", uid), lambda: self.queue.add(key))
             return
         started = self._started.setdefault(uid, now)
-        runtime = _runtime(pod)
+        runtime = _runtime(pod, self._c.sleep_scale)
         if runtime is not None and now + _EPSILON >= started + runtime:
             self._terminate(ns, name, succeeded=True, reason="Completed", exit_code=0)
             return
@@ -185,10 +186,39 @@ class Kubelet:
         self._store.modify(PODS, ns, name, end, status_only=True)
 
 
-def _runtime(pod: Mapping[str, Any]) -> float | None:
+def _runtime(pod: Mapping[str, Any], sleep_scale: float = 1.0) -> float | None:
+    """How long the pod runs: its kq.dev/runtime annotation, else what its containers sleep."""
     text = (pod["metadata"].get("annotations") or {}).get(RUNTIME_ANNOTATION)
     if text is None:
+        slept = [_sleep_seconds(c) for c in pod.get("spec", {}).get("containers") or []]
+        if not slept or any(s is None for s in slept):
+            return None
+        return max(s for s in slept if s is not None) * sleep_scale
+    try:
+        return parse_duration(text)
+    except ValueError:
+        log.warning("kubesim: pod %s/%s: bad %s %r; it runs until told",
+                    pod["metadata"].get("namespace"), pod["metadata"]["name"], RUNTIME_ANNOTATION, text)
         return None
+
+
+_SLEEP = re.compile(r"^\s*(?:exec\s+)?sleep\s+(\d+(?:\.\d+)?)(s|m|h)?\s*$")
+
+
+def _sleep_seconds(container: Mapping[str, Any]) -> float | None:
+    """A container whose whole job is `sleep N` (as in Kueue's sample Job) runs N seconds; kubesim
+    runs no containers, so this is the one command it can honour. Anything else runs until told."""
+    argv = [*(container.get("command") or []), *(container.get("args") or [])]
+    if len(argv) >= 2 and argv[-2] == "-c" and argv[0].rsplit("/", 1)[-1] in ("sh", "bash"):
+        line = argv[-1]
+    elif argv and argv[0].rsplit("/", 1)[-1] == "sleep":
+        line = " ".join(argv)
+    else:
+        return None
+    m = _SLEEP.match(line)
+    if not m:
+        return None
+    return float(m.group(1)) * {None: 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
     try:
         return parse_duration(text)
     except ValueError:

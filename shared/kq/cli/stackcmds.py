@@ -50,7 +50,8 @@ async def cmd_up(args: argparse.Namespace, io: Streams) -> int:
         print(line, file=io.out, flush=True)
 
     stack = Stack(d, kueue_config=_kueue_config(args.kueue_config), detach=True, timeout_s=args.timeout,
-                  progress=say, log_level=args.log_level, replicas=replicas)
+                  progress=say, log_level=args.log_level, replicas=replicas,
+                  kubesim_args=("--sleep-scale", str(args.sleep_scale)))
     unknown = sorted(set(replicas) - set(stack.services))
     if unknown:
         raise StackError(f"--replicas: no service {', '.join(unknown)} (services: {', '.join(stack.services)})")
