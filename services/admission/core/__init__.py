@@ -1,7 +1,14 @@
 """The admission scheduler's pure core: Kueue's scheduling semantics as a deterministic library.
 
-Feed events with `SchedulerState.apply`, run cycles with `SchedulerState.schedule(now)` and publish
-the returned `CycleResult`. Quantities are ints in milli-units; `now` is float seconds.
+    state = SchedulerState(SchedulerConfig(...))     # from_api.scheduler_config(kueue_config)
+    state.apply(from_api.event_from_api(obj))         # or Deleted(kind=..., namespace=..., name=...)
+    while state.has_work(now):
+        publish(state.schedule(now))                  # CycleResult: decisions + changed queue statuses
+    state.next_wakeup()                               # when a backoff ends, to schedule a timer
+
+Admissions are assumed inside schedule(); the echo of the Workload confirms them, `forget(key)`
+rolls one back, `forget_eviction(key)` lets a refused eviction be issued again. Quantities are ints
+in milli-units; `now` is float seconds (Unix time when objects come through from_api).
 """
 
 from .decisions import (

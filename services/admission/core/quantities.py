@@ -1,4 +1,9 @@
-"""Formatting milli-unit quantities the way Kueue prints them in messages (resource.Quantity.String)."""
+"""Formatting milli-unit quantities the way Kueue prints them in messages.
+
+Kueue's ResourceFormatter formats byte-valued resources as BinarySI and then re-parses the text,
+so a plain number comes back DecimalSI ("1000000" bytes prints as "1M"); kq.quantity.format_quantity
+stops before that step, which is why messages use this function.
+"""
 
 from __future__ import annotations
 
