@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import msgspec
@@ -64,7 +65,6 @@ class LeaderTerm:
         self.partitions = {c: Partition(c, epoch, config) for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
         self.lost: LostLeadership | None = None
-        self.deciding = False
         self.log = get_logger("kq.admission", epoch=epoch)
 
     def _lose(self, e: LostLeadership) -> None:
@@ -84,26 +84,27 @@ class LeaderTerm:
             await self._until(mirror.caught_up.wait(), lambda: f"mirror replay to catch up (handled {mirror.handled})")
             await self._until(self.inputs.synced.wait(),
                               lambda: f"sync markers of {missing_sync(self.partitions.values())}")
+            for p in self.partitions.values():
+                p.mark_rebuilt()
             self.log.info("state rebuilt", objects=mirror.handled, seconds=round(time.monotonic() - t0, 3))
             await self._fence()
-            self.deciding = True
             self.bus.mark_ready()
             self.log.info("deciding", clusters=list(self.clusters), seconds=round(time.monotonic() - t0, 3))
             await self._decide()
 
-    async def _until(self, aw: asyncio.Future[T] | asyncio.Task[T] | object, what: object) -> T:
-        """Await `aw`, saying every progress_log_s what we are waiting for (no deadline: the lease
-        code cancels the term if it has to)."""
-        task = aw if isinstance(aw, asyncio.Future) else asyncio.ensure_future(aw)  # type: ignore[arg-type]
+    async def _until(self, aw: Awaitable[T], what: str | Callable[[], str]) -> T:
+        """Await `aw`, saying every progress_log_s what for (no deadline: the lease code cancels
+        the term if it has to)."""
+        fut = asyncio.ensure_future(aw)
         try:
             while True:
-                done, _ = await asyncio.wait({task}, timeout=self.settings.progress_log_s)
+                done, _ = await asyncio.wait({fut}, timeout=self.settings.progress_log_s)
                 if done:
-                    return task.result()  # type: ignore[no-any-return]
+                    return fut.result()
                 self.log.warning("still waiting before deciding", waiting_for=what() if callable(what) else what)
         finally:
-            if not task.done():
-                task.cancel()
+            if not fut.done():
+                fut.cancel()
 
     # --- 3. fence ------------------------------------------------------------------------------------
 

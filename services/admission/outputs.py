@@ -4,14 +4,14 @@ Command ids say what a command was for, so an outcome can be traced back to it e
 later leader:   <action>|e<epoch>|<cluster>|<target>|<decision id>
 The epoch is part of the id: a new leader may take the same decision again (its core
 counts decisions from scratch) and must not be dropped by JetStream's duplicate window.
-The id is also the Nats-Msg-Id (prefixed by nothing: command ids are unique per stream).
+The command id is also its Nats-Msg-Id; an event's is "evt|" + the same parts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -284,7 +284,7 @@ def _decisions(b: _Builder, result: CycleResult, admission_of: Callable[[str], a
         ns, name = _split(d.workload)
         b.command(AdmitWorkload(id=b.id("reserve", d.workload, d.id), **common, namespace=ns, name=name, uid=d.uid,
                                 admission=api_admission(d.cluster_queue, d.pod_sets), admitted=d.admitted,
-                                message=d.message), "reserve", d.workload)
+                                message=d.message, admission_checks=d.admission_checks), "reserve", d.workload)
         b.event(WorkloadAdmittedEvent(id=d.id, cluster=c, namespace=ns, name=name, at=at, message=d.message,
                                       cluster_queue=d.cluster_queue, borrowing=d.borrowing,
                                       flavors={p.name: dict(p.flavors) for p in d.pod_sets}), d.workload)

@@ -55,6 +55,7 @@ class Partition:
         self.queue_facts: dict[str, QueueFacts] = {}  # "cq/<name>" | "lq/<ns>/<name>"
         self.inflight: dict[str, Sent] = {}
         self.echo_gates: dict[str, int] = {}  # workload key -> resourceVersion an older leader's write made
+        self.rebuilt = False  # the mirror replay has caught up (see mark_rebuilt)
         self.rounds = 0
         self.refusals = 0
 
@@ -94,7 +95,8 @@ class Partition:
 
     def on_outcome(self, out: CommandOutcome) -> bool:
         """Apply what the watcher did with a command; True when the core's state changed.
-        Raises LostLeadership when a command of this term was refused as stale."""
+        Raises LostLeadership when a command of this term was refused as stale, or a newer leader's
+        command was executed."""
         if out.epoch == self.epoch:
             sent = self.inflight.pop(out.command_id, None)
             if sent is None:
@@ -113,7 +115,10 @@ class Partition:
                 self.state.forget_eviction(sent.target)
                 return True
             return False
-        if out.epoch < self.epoch and out.applied:
+        if out.epoch > self.epoch:
+            # The watcher already took a command from a newer leader: ours would all be refused.
+            raise LostLeadership(f"{self.cluster}: epoch {out.epoch} has written, this term is {self.epoch}")
+        if out.applied:
             self._gate_on_older_write(out)
         return False
 
@@ -123,15 +128,24 @@ class Partition:
         if parsed is None or rv is None or parsed.action not in WORKLOAD_ACTIONS or parsed.cluster != self.cluster:
             return
         key = parsed.target
+        if self.rebuilt and not self._unseen(key, rv):
+            return
+        self.echo_gates[key] = max(rv, self.echo_gates.get(key, 0))
+
+    def _unseen(self, key: str, rv: int) -> bool:
         known = self.state.workloads.get(key)
         if known is None:
             # The old leader decided on a record the mirror held before this term began; if the
-            # replay has nothing for the key now, the workload is gone.
-            return
+            # rebuilt state has nothing for the key, the workload is gone.
+            return False
         seen = _rv(known.resource_version)
-        if seen is not None and seen >= rv:
-            return
-        self.echo_gates[key] = max(rv, self.echo_gates.get(key, 0))
+        return seen is None or seen < rv
+
+    def mark_rebuilt(self) -> None:
+        """The replay caught up: drop the gates the rebuilt state already satisfies (until now
+        every older write was kept, the mirror not being read yet)."""
+        self.rebuilt = True
+        self.echo_gates = {k: rv for k, rv in self.echo_gates.items() if self._unseen(k, rv)}
 
     # --- cycles ------------------------------------------------------------------------------------
 

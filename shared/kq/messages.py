@@ -34,6 +34,9 @@ class AdmitWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="AdmitWorkl
     admission: Admission
     admitted: bool = True
     message: str = ""
+    # Admission checks the workload must pass (status.admissionChecks, each starting Pending), as
+    # the ClusterQueue's admissionChecksStrategy selects them for the assigned flavors.
+    admission_checks: tuple[str, ...] = ()
 
 
 class EvictWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="EvictWorkload"):
