@@ -129,7 +129,8 @@ def _admit(cmd: AdmitWorkload, wl: Workload, now: str) -> Plan:
         if cmd.admitted and not ws.is_admitted(wl):
             return _status_write(wl, ws.set_admitted(wl, now), "admission checks ready", "AlreadyApplied")
         return Skip(reason="AlreadyApplied")
-    new = ws.set_quota_reservation(wl, cmd.admission, now, admitted=cmd.admitted, message=cmd.message)
+    new = ws.set_quota_reservation(wl, cmd.admission, now, admitted=cmd.admitted, message=cmd.message,
+                                   checks=cmd.admission_checks)
     return _status_write(wl, new, f"admit to ClusterQueue {cmd.admission.cluster_queue}", "AlreadyApplied")
 
 

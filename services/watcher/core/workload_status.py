@@ -82,8 +82,12 @@ def _reset_active(conditions: tuple[Condition, ...], wl: Workload, type_: str, r
     return set_condition(conditions, _cond(wl, type_, "False", reason, "Previously: " + prev.message), now)
 
 
-def set_quota_reservation(wl: Workload, admission: Admission, now: str, *, admitted: bool, message: str = "") -> Workload:
-    """workload.SetQuotaReservation, then SyncAdmittedCondition when every admission check is ready."""
+def set_quota_reservation(wl: Workload, admission: Admission, now: str, *, admitted: bool, message: str = "",
+                          checks: tuple[str, ...] = ()) -> Workload:
+    """workload.SetQuotaReservation, then SyncAdmittedCondition when every admission check is ready.
+
+    Each admission check the ClusterQueue asks for gets a Pending entry (as Kueue's workload
+    controller adds them), so the check's controller has a state to move to Ready."""
     conds = set_condition(
         wl.status.conditions,
         _cond(wl, k.WORKLOAD_QUOTA_RESERVED, "True", k.REASON_QUOTA_RESERVED,
@@ -94,7 +98,11 @@ def set_quota_reservation(wl: Workload, admission: Admission, now: str, *, admit
         conds = _reset_active(conds, wl, type_, k.REASON_QUOTA_RESERVED, now)
     if admitted:
         conds = set_condition(conds, _cond(wl, k.WORKLOAD_ADMITTED, "True", k.REASON_ADMITTED, "The workload is admitted"), now)
-    return _with_conditions(wl, conds, admission=admission, unhealthy_nodes=())
+    have = {c.name for c in wl.status.admission_checks}
+    added = tuple(AdmissionCheckState(name=n, state="Pending", last_transition_time=now)
+                  for n in sorted(set(checks) - have))
+    return _with_conditions(wl, conds, admission=admission, unhealthy_nodes=(),
+                            admission_checks=wl.status.admission_checks + added)
 
 
 def set_admitted(wl: Workload, now: str) -> Workload:

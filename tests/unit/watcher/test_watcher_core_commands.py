@@ -116,6 +116,19 @@ def test_admit_sets_admission_and_conditions() -> None:
     assert outcome(plan_command(admit(), wl, 0, NOW)) == ("skip", "AlreadyApplied")
 
 
+def test_admit_with_checks_reserves_quota_and_adds_pending_check_states() -> None:
+    plan = plan_command(admit(admitted=False, admission_checks=("prov", "mk")), WL, 0, NOW)
+    assert isinstance(plan, Write)
+    wl = _apply(WL, plan)
+    assert ws.has_quota_reservation(wl) and not ws.is_admitted(wl)
+    assert [(c.name, c.state) for c in wl.status.admission_checks] == [("mk", "Pending"), ("prov", "Pending")]
+    # The check controllers' states are theirs: admitting once they are Ready keeps them.
+    ready = replace(wl, status=replace(wl.status, admission_checks=tuple(
+        replace(c, state="Ready") for c in wl.status.admission_checks)))
+    done = _apply(ready, plan_command(admit(admission_checks=("prov", "mk")), ready, 0, NOW))
+    assert ws.is_admitted(done) and {c.state for c in done.status.admission_checks} == {"Ready"}
+
+
 def test_evict_sets_evicted_and_preempted_and_counts() -> None:
     wl = admitted(WL)
     plan = plan_command(evict(), wl, 0, NOW)
