@@ -59,6 +59,12 @@ async def test_kueue_quick_start_runs_to_completion(tmp_path: Path) -> None:
             return got
 
         await eventually(quota_released, timeout=30, interval=0.5, what="the quota is released")
+
+        # "Why": the admission decision, with its ClusterQueue and flavors, is in the workload's history.
+        described = await kq("describe", "--dir", "s", "workload", f"default/{job}", cwd=tmp_path)
+        assert described.code == 0, described
+        decisions = described.out.split("Decisions:", 1)[1]
+        assert "Admitted" in decisions and "cluster-queue" in decisions and "default-flavor" in decisions, described
     finally:
         down = await kq("down", "--dir", "s", cwd=tmp_path, timeout=60)
         if (tmp_path / "s" / "stack.json").exists():
