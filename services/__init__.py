@@ -1,0 +1,1 @@
+"""kq services: one process each, talking only over NATS JetStream."""

@@ -1,0 +1,1 @@
+"""MultiKueue: dispatch workloads to worker clusters (arrives with the MultiKueue issue)."""
