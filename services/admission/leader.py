@@ -6,7 +6,8 @@
 3. fence: publish Fence(epoch=E) to each cluster and wait for its outcome, then until the fence
    itself is consumed from KQ_CMD: every command queued before it (an older leader's) has been
    applied or refused by then, and its outcome published;
-4. decide: run cycles when there is work or a backoff ends, publish commands then events.
+4. decide: run cycles when there is work or a backoff ends, publish commands then events
+   (awaiting the PubAcks lets the inputs that came meanwhile in before the next cycle).
    A partition waits while an older leader's write is not yet visible in the mirror.
 
 The term ends by exception: LostLeadership (a StaleEpoch refusal) or a failure; the lease
@@ -38,11 +39,15 @@ T = TypeVar("T")
 
 
 class TermSettings(msgspec.Struct, frozen=True, kw_only=True):
-    max_round_s: float = 0.1  # cycles in a row before publishing and letting inputs in
+    # Cycles in a row before publishing and letting inputs in. 0: one cycle per round, so its
+    # decisions go out at once and the next cycle sees what came in meanwhile (fewer stale decisions).
+    max_round_s: float = 0.0
     spin_guard_s: float = 0.05  # wait between cycles that decide nothing while the core says "work"
     fence_poll_s: float = 0.02  # how often to look whether the fence left KQ_CMD
     replay_batch: int = 1000
     progress_log_s: float = 10.0  # while waiting to start deciding, say what for this often
+    status_interval_s: float = 0.5  # queue statuses at most this often while busy (see Partition)
+    pending_interval_s: float = 0.25  # a workload's pending condition at most this often (see PendingPacer)
 
 
 def mirror_filters(clusters: tuple[str, ...]) -> list[str]:
@@ -62,7 +67,8 @@ class LeaderTerm:
         self.clusters = clusters
         self.epoch = epoch
         self.settings = settings
-        self.partitions = {c: Partition(c, epoch, config) for c in clusters}
+        self.partitions = {c: Partition(c, epoch, config, settings.status_interval_s, settings.pending_interval_s)
+                           for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
         self.lost: LostLeadership | None = None
         self.log = get_logger("kq.admission", epoch=epoch)
@@ -154,9 +160,9 @@ class LeaderTerm:
                     if time.monotonic() >= deadline:
                         break
                 more = more or p.wants_cycle(time.time())
-                if not results:
+                if not results and not p.has_due(time.time()):
                     continue
-                produced = True
+                produced = produced or bool(results)
                 outputs, errors = p.plan(results, time.time())
                 for err in errors:
                     self.log.error("decision not published", cluster=p.cluster, error=err)

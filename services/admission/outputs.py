@@ -259,10 +259,14 @@ def plan_outputs(
     errors: list[str] = []
     cq_last: dict[str, ClusterQueueStatus] = {}
     lq_last: dict[str, LocalQueueStatus] = {}
-    for result in results:
-        _decisions(b, result, admission_of, errors)
+    # A pending condition is written whole too: one superseded by a later one for the same
+    # workload in this batch is not sent (its decision event still is).
+    last_pending = {q.workload: i for i, result in enumerate(results) for q in result.pending}
+    for i, result in enumerate(results):
+        _decisions(b, result, admission_of, errors, lambda key, i=i: last_pending[key] != i)
         cq_last.update((s.name, s) for s in result.cluster_queues)
         lq_last.update((f"{s.namespace}/{s.name}", s) for s in result.local_queues)
+    _pending_last(b.out)
     common: dict[str, Any] = {"cluster": cluster, "writer": WRITER, "epoch": epoch}
     status_id = f"status:{round_no}"
     for name, s in cq_last.items():
@@ -276,8 +280,20 @@ def plan_outputs(
     return b.out, errors
 
 
+def _pending_last(out: Outputs) -> None:
+    """Quota reservations and evictions first (they free or take capacity and the runner waits on
+    them), then the pending conditions of workloads that have no other command in the batch (the
+    others keep their place, so every workload's commands stay in decision order)."""
+    sent = out.sent
+    others = {sent[o.msg_id].target for o in out.commands if sent[o.msg_id].action != "pending"}
+    late = [o for o in out.commands if sent[o.msg_id].action == "pending" and sent[o.msg_id].target not in others]
+    if late:
+        moved = {o.msg_id for o in late}
+        out.commands[:] = [o for o in out.commands if o.msg_id not in moved] + late
+
+
 def _decisions(b: _Builder, result: CycleResult, admission_of: Callable[[str], api.Admission | None],
-               errors: list[str]) -> None:
+               errors: list[str], superseded: Callable[[str], bool]) -> None:
     c, at = b.cluster, b.at
     common: dict[str, Any] = {"cluster": c, "writer": WRITER, "epoch": b.epoch}
     for d in result.admissions:
@@ -318,8 +334,9 @@ def _decisions(b: _Builder, result: CycleResult, admission_of: Callable[[str], a
                                 admission=admission, admitted=True, message=r.message), "admit", r.workload)
     for q in result.pending:
         ns, name = _split(q.workload)
-        b.command(SetWorkloadPending(id=b.id("pending", q.workload, q.id), **common, namespace=ns, name=name,
-                                     uid=q.uid, reason=PENDING_CONDITION_REASON, message=q.message),
-                  "pending", q.workload)
+        if not superseded(q.workload):
+            b.command(SetWorkloadPending(id=b.id("pending", q.workload, q.id), **common, namespace=ns, name=name,
+                                         uid=q.uid, reason=PENDING_CONDITION_REASON, message=q.message),
+                      "pending", q.workload)
         b.event(WorkloadPendingEvent(id=q.id, cluster=c, namespace=ns, name=name, at=at, message=q.message,
                                      reason=q.reason), q.workload)

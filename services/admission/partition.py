@@ -9,12 +9,16 @@ Besides the core the partition keeps:
 - each reserved Workload's admission exactly as stored, and each queue's generation and
   Active condition (outputs need them to write what the watcher compares field for field);
 - the commands in flight, so an outcome can confirm or roll back what the core assumed;
+- when queue statuses were last reported, and the pending conditions held back (pending_pacer.py):
+  while busy both are written at most once per interval, so the watcher is not flooded;
 - echo gates: a write of an older leader (seen in its outcome, with the resourceVersion it
   produced) that the mirror has not shown yet. The partition does not schedule until every
   such write is visible, so quota the old leader handed out is never handed out twice.
 """
 
 from __future__ import annotations
+
+import math
 
 from kq.api import kueue as api
 from kq.api.meta import find_condition
@@ -33,6 +37,7 @@ from services.admission.outputs import (
     parse_command_id,
     plan_outputs,
 )
+from services.admission.pending_pacer import PendingPacer
 
 STALE_EPOCH = "StaleEpoch"
 
@@ -46,8 +51,15 @@ def _rv(v: str) -> int | None:
 
 
 class Partition:
-    def __init__(self, cluster: str, epoch: int, config: SchedulerConfig) -> None:
+    def __init__(self, cluster: str, epoch: int, config: SchedulerConfig, status_interval_s: float = 0.0,
+                 pending_interval_s: float = 0.0) -> None:
         self.cluster = cluster
+        self.pacer = PendingPacer(pending_interval_s)
+        # Queue statuses are written whole: while busy, report them at most this often (Kueue
+        # batches its ClusterQueue status updates too); pending changes are reported when due,
+        # so statuses converge within this long once the scheduler goes idle.
+        self.status_interval_s = status_interval_s
+        self.status_reported_at = -math.inf
         self.epoch = epoch
         self.state = SchedulerState(config)
         self.synced: set[str] = set()
@@ -149,16 +161,29 @@ class Partition:
 
     # --- cycles ------------------------------------------------------------------------------------
 
+    def _status_due(self, now: float) -> bool:
+        return now >= self.status_reported_at + self.status_interval_s
+
     def wants_cycle(self, now: float) -> bool:
         if self.echo_gates:
             return False
-        if self.state.has_work():
+        if self.state.has_scheduling_work(now):
             return True
-        at = self.state.next_wakeup()
-        return at is not None and at <= now
+        return self.state.has_status_changes() and self._status_due(now)
 
     def next_wakeup(self) -> float | None:
-        return None if self.echo_gates else self.state.next_wakeup()
+        """When to run a cycle or plan though no input came: a backoff ends, withheld statuses or
+        held pending conditions are due."""
+        at = self.pacer.next_due()
+        if self.echo_gates:
+            return at
+        woken = self.state.next_wakeup()
+        if woken is not None:
+            at = woken if at is None else min(at, woken)
+        if self.state.has_status_changes():
+            due = self.status_reported_at + self.status_interval_s
+            at = due if at is None else min(at, due)
+        return at
 
     def _admission_of(self, key: str) -> api.Admission | None:
         stored = self.admissions.get(key)
@@ -168,13 +193,23 @@ class Partition:
         return None if info is None else api_admission(info.admission.cluster_queue, info.admission.pod_sets)
 
     def cycle(self, now: float) -> CycleResult:
-        """One scheduling cycle of the core (admissions are assumed inside it)."""
-        return self.state.schedule(now)
+        """One scheduling cycle of the core (admissions are assumed inside it); queue statuses
+        come with it only when due (see status_interval_s)."""
+        report = self._status_due(now)
+        result = self.state.schedule(now, report_status=report)
+        if report:
+            self.status_reported_at = now
+        return result
 
     def plan(self, results: list[CycleResult], now: float) -> tuple[Outputs, list[str]]:
         """What to publish for consecutive cycles' results; the commands are registered as in flight."""
         self.rounds += 1
         outputs, errors = plan_outputs(results, cluster=self.cluster, epoch=self.epoch, now=now, round_no=self.rounds,
                                        admission_of=self._admission_of, queue_facts=self.queue_facts)
+        outputs = self.pacer.pace(outputs, now)
         self.inflight.update(outputs.sent)
         return outputs, errors
+
+    def has_due(self, now: float) -> bool:
+        """Held pending conditions are due: plan (with no results) to send them."""
+        return self.pacer.has_due(now)

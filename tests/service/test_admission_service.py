@@ -329,7 +329,12 @@ async def test_preemption_by_priority(bus: Bus, nats_config: NatsConfig, sim: Ku
 
         await eventually(swapped, timeout=20, what="low suspended, high admitted")
         await eventually(lambda: running("high"), timeout=15, what="high-priority job running")
-        assert cq_summary(await cluster_queue(kube))[:2] == (1, 1)
+
+        async def counted() -> bool:  # queue statuses are batched: they converge shortly after
+            assert cq_summary(await cluster_queue(kube))[:2] == (1, 1)
+            return True
+
+        await eventually(counted, timeout=5, what="ClusterQueue status counting the high workload")
 
 
 async def test_a_new_leader_waits_for_the_writes_of_the_old_one(bus: Bus, nats_config: NatsConfig, sim: KubeSim,

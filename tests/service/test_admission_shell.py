@@ -42,14 +42,18 @@ from services.admission.core.decisions import (
 from services.admission.core.model import Deleted, PodSetAssignment, SchedulerConfig
 from services.admission.inputs import InputError, convert
 from services.admission.outputs import (
+    Outgoing,
+    Outputs,
     ParsedId,
     QueueFacts,
+    Sent,
     command_id,
     parse_command_id,
     plan_outputs,
     weighted_share,
 )
 from services.admission.partition import LostLeadership, Partition
+from services.admission.pending_pacer import PendingPacer
 
 C = "c1"
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -365,3 +369,99 @@ def test_older_writes_seen_before_the_replay_are_judged_once_it_caught_up() -> N
         p.apply_record(rec)
     p.mark_rebuilt()
     assert p.echo_gates == {"demo/a": 12}
+
+
+# --- fewer writes: superseded and paced pending conditions, batched statuses --------------------------
+
+
+def _pending(workload: str, n: int, message: str = "insufficient quota") -> PendingDecision:
+    return PendingDecision(id=f"pending:{workload}:{n}", workload=workload, uid="u", reason="WaitingForQuota",
+                           message=message)
+
+
+def _admit(workload: str, n: int) -> AdmissionDecision:
+    return AdmissionDecision(id=f"reserve:{workload}:{n}", workload=workload, uid="u", resource_version="5",
+                             cluster_queue="cq", pod_sets=(PSA,), borrowing=False, admission_checks=(), admitted=True,
+                             message="Quota reserved in ClusterQueue cq")
+
+
+def _plan(results: list[CycleResult]) -> Any:
+    out, errors = plan_outputs(results, cluster=C, epoch=4, now=NOW, round_no=1, admission_of=lambda _: None,
+                               queue_facts={})
+    assert errors == []
+    return out
+
+
+def test_a_pending_condition_superseded_in_the_same_batch_is_not_sent_but_its_event_is() -> None:
+    out = _plan([CycleResult(cycle=1, pending=(_pending("ns/a", 1, "first"),)),
+                 CycleResult(cycle=2, pending=(_pending("ns/a", 2, "second"),))])
+    assert [o.message.message for o in out.commands] == ["second"]
+    assert [o.message.message for o in out.events] == ["first", "second"]
+
+
+def test_reservations_go_before_pending_conditions_of_other_workloads_and_a_workloads_order_is_kept() -> None:
+    out = _plan([CycleResult(cycle=1, pending=(_pending("ns/a", 1), _pending("ns/b", 1))),
+                 CycleResult(cycle=2, admissions=(_admit("ns/b", 2), _admit("ns/c", 2)))])
+    assert [o.msg_id.split("|")[0] + ":" + o.msg_id.split("|")[3] for o in out.commands] == [
+        "pending:ns/b", "reserve:ns/b", "reserve:ns/c", "pending:ns/a"]
+
+
+def _batch(*decisions: tuple[str, str, int]) -> Outputs:
+    """Commands as plan_outputs makes them: (action, workload, n)."""
+    commands, sent = [], {}
+    for action, key, n in decisions:
+        cid = command_id(action, 4, C, key, f"{action}:{n}")  # type: ignore[arg-type]
+        ns, name = key.split("/")
+        msg = SetWorkloadPending(id=cid, cluster=C, writer="admission", epoch=4, namespace=ns, name=name, uid="u",
+                                 reason="Pending", message=str(n))
+        commands.append(Outgoing(WL_SUBJECT, msg, cid))
+        sent[cid] = Sent(action, key)  # type: ignore[arg-type]
+    return Outputs(commands, [], sent)
+
+
+def _ids(out: Outputs) -> list[str]:
+    assert set(out.sent) == {o.msg_id for o in out.commands}
+    return [f"{out.sent[o.msg_id].action}:{out.sent[o.msg_id].target}:{o.message.message}" for o in out.commands]
+
+
+def test_pending_conditions_are_paced_per_workload() -> None:
+    pacer = PendingPacer(0.25)
+    assert _ids(pacer.pace(_batch(("pending", "ns/a", 1)), NOW)) == ["pending:ns/a:1"]  # the first: at once
+    assert _ids(pacer.pace(_batch(("pending", "ns/a", 2), ("pending", "ns/b", 1)), NOW + 0.1)) == ["pending:ns/b:1"]
+    assert _ids(pacer.pace(_batch(("pending", "ns/a", 3)), NOW + 0.2)) == []  # replaces the held one
+    assert pacer.next_due() == NOW + 0.25 and not pacer.has_due(NOW + 0.2) and pacer.has_due(NOW + 0.25)
+    assert _ids(pacer.pace(_batch(), NOW + 0.25)) == ["pending:ns/a:3"]
+    assert pacer.next_due() is None
+
+
+def test_a_held_pending_condition_goes_out_before_another_command_for_the_workload() -> None:
+    pacer = PendingPacer(0.25)
+    pacer.pace(_batch(("pending", "ns/a", 1)), NOW)
+    assert _ids(pacer.pace(_batch(("pending", "ns/a", 2)), NOW + 0.1)) == []
+    assert _ids(pacer.pace(_batch(("reserve", "ns/b", 1), ("reserve", "ns/a", 3)), NOW + 0.1)) == [
+        "reserve:ns/b:1", "pending:ns/a:2", "reserve:ns/a:3"]
+    assert pacer.next_due() is None
+
+
+def test_without_an_interval_nothing_is_held() -> None:
+    pacer = PendingPacer(0.0)
+    batch = _batch(("pending", "ns/a", 1), ("pending", "ns/a", 2))
+    assert pacer.pace(batch, NOW) == batch
+
+
+def test_queue_statuses_are_reported_at_most_once_per_interval_and_when_due() -> None:
+    p = Partition(C, 7, SchedulerConfig(), status_interval_s=0.5)
+    for rec in world():
+        p.apply_record(rec)
+    p.mark_rebuilt()
+    first = p.cycle(NOW)
+    assert [s.name for s in first.cluster_queues] == ["cq"]
+    p.apply_record(workload("a", "10", cpu="1"))  # admitted next cycle: the statuses change
+    held = p.cycle(NOW + 0.1)
+    assert [a.workload for a in held.admissions] == ["demo/a"] and held.cluster_queues == ()
+    assert not p.wants_cycle(NOW + 0.2) and p.next_wakeup() == NOW + 0.5  # nothing to decide, statuses wait
+    assert p.wants_cycle(NOW + 0.5)
+    due = p.cycle(NOW + 0.5)
+    assert [(s.name, s.reserving_workloads) for s in due.cluster_queues] == [("cq", 1)]
+    assert [(s.name, s.reserving_workloads) for s in due.local_queues] == [("lq", 1)]
+    assert not p.wants_cycle(NOW + 0.6) and p.next_wakeup() is None

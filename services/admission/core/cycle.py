@@ -111,6 +111,12 @@ class Cycle:
     def assignments(
         self, e: Entry, nomination: dict[str, dict[str, str]] | None = None
     ) -> tuple[Assignment, list[Target]]:
+        with self.preemptor.unchanged():  # flavor assignment and target search only simulate
+            return self._assignments(e, nomination)
+
+    def _assignments(
+        self, e: Entry, nomination: dict[str, dict[str, str]] | None
+    ) -> tuple[Assignment, list[Target]]:
         state, info, cq = self.state, e.info, e.cq
         if info.last_assignment is not None and info.last_assignment.outdated(cq.generation, state.cycle):
             info.last_assignment = None

@@ -59,15 +59,34 @@ def to_seconds(timestamp: str | None) -> float | None:
     return None if timestamp is None else parse_time(timestamp).timestamp()
 
 
+# Quantity text -> milli-units. The same few strings ("1", "500m", "2Gi") recur in every
+# workload, and exact parsing goes through Fractions: remember each string's value (bounded;
+# only successful parses are kept, so a bad quantity is reported every time).
+_MILLI_CACHE: dict[str, int] = {}
+_MILLI_CACHE_MAX = 4096
+
+
 def _milli(value: object, where: str) -> int:
+    if type(value) is str:
+        cached = _MILLI_CACHE.get(value)
+        if cached is not None:
+            return cached
     try:
-        return to_milli(value)  # type: ignore[arg-type]
+        milli = to_milli(value)  # type: ignore[arg-type]
     except ValueError as e:
         raise InvalidEvent(f"{where}: {e}") from None
+    if type(value) is str and len(_MILLI_CACHE) < _MILLI_CACHE_MAX:
+        _MILLI_CACHE[value] = milli
+    return milli
 
 
 def _resource_list(resources: Mapping[str, object], where: str) -> dict[str, int]:
-    return {r: _milli(q, f"{where}[{r}]") for r, q in resources.items()}
+    get = _MILLI_CACHE.get
+    out: dict[str, int] = {}
+    for r, q in resources.items():
+        milli = get(q) if type(q) is str else None
+        out[r] = milli if milli is not None else _milli(q, f"{where}[{r}]")
+    return out
 
 
 def _selector(s: LabelSelector | None) -> DomainSelector | None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
 from .assignment import Assignment
 from .fair_preemption import fair_targets
@@ -19,8 +20,33 @@ class Preemptor:
     def __init__(self, snap: Snapshot, fair_sharing: FairSharingConfig | None) -> None:
         self.snap = snap
         self.fair_sharing = fair_sharing
+        # Targets already computed while the snapshot's usage stays as it is (see `unchanged`):
+        # the flavor assigner's oracle and get_targets often ask the very same question.
+        self._memo: dict[tuple[str, str, frozenset[FR], frozenset[tuple[FR, int]]], list[Target]] | None = None
+
+    @contextmanager
+    def unchanged(self) -> Iterator[None]:
+        """A stretch in which the caller does not change any usage (simulations restore theirs):
+        identical target searches inside it are answered once."""
+        self._memo = {}
+        try:
+            yield
+        finally:
+            self._memo = None
 
     def targets_for(
+        self, info: PendingInfo, cq: ClusterQueueRuntime, frs: frozenset[FR], usage: Mapping[FR, int]
+    ) -> list[Target]:
+        memo = self._memo
+        if memo is not None:
+            key = (info.key, cq.name, frs, frozenset(usage.items()))
+            found = memo.get(key)
+            if found is None:
+                found = memo[key] = self._search(info, cq, frs, usage)
+            return list(found)
+        return self._search(info, cq, frs, usage)
+
+    def _search(
         self, info: PendingInfo, cq: ClusterQueueRuntime, frs: frozenset[FR], usage: Mapping[FR, int]
     ) -> list[Target]:
         ctx = PreemptionContext(self.snap, info, cq, frs, usage)
