@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 
 from kq.api.meta import format_time
 
+_last: tuple[int, str] = (-1, "")  # (epoch second, its text): formatting once per second is enough
+
 
 def now_rfc3339() -> str:
-    return format_time(datetime.now(timezone.utc))
+    global _last
+    second = int(time.time())
+    if second != _last[0]:
+        _last = (second, format_time(datetime.fromtimestamp(second, timezone.utc)))
+    return _last[1]

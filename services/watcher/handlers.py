@@ -24,7 +24,7 @@ from kq import subjects
 from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled
 from kq.messages import Command, CommandOutcome, Fence, command_decoder
 from kq.obs import get_logger
-from kq.runtime import Bus, Delivery, PermanentError, TemporaryError
+from kq.runtime import Bus, Delivery, OutMsg, PermanentError, TemporaryError
 from services.watcher.apply import apply_action, read
 from services.watcher.clock import now_rfc3339
 from services.watcher.core.commands import STALE_EPOCH, plan_command, target_ref
@@ -46,6 +46,8 @@ class CommandExecutor:
         self.max_replans = max_replans
         self.epochs: dict[str, int] = {}  # writer -> newest epoch seen
         self._sem = asyncio.Semaphore(concurrency)
+        # Per target object, the end of its newest group (results: what blocked it, or None).
+        self._tails: dict[Any, asyncio.Future[BaseException | None]] = {}
         self.log = get_logger("kq.watcher.commands", cluster=cluster)
 
     # --- epochs survive a restart through the outcomes we published ---
@@ -69,11 +71,13 @@ class CommandExecutor:
     # --- the batch handler ---
 
     async def handle_batch(self, deliveries: list[Delivery]) -> Sequence[BaseException | None]:
+        """Batches may overlap (the consumer pipelines them): everything that depends on stream
+        order, the epochs and the per-object queue, is settled before the first await."""
         results: list[BaseException | None] = [None] * len(deliveries)
         groups: dict[Any, list[tuple[int, Command, int]]] = {}
         # Epochs in stream order: a command is judged against the newest epoch its writer had
-        # shown up to that point, whatever order the groups then run in.
-        running = dict(self.epochs)
+        # shown up to that point (in this batch or an earlier one), whatever order groups run in.
+        running = self.epochs
         for i, d in enumerate(deliveries):
             try:
                 cmd = command_decoder.decode(d.data)
@@ -87,26 +91,53 @@ class CommandExecutor:
             running[cmd.writer] = max(seen, cmd.epoch)
             ref = target_ref(cmd) or ("fence", cmd.writer, "")
             groups.setdefault(ref, []).append((i, cmd, seen))
+        # Per object, a group waits for the same object's group of an earlier batch; if that one
+        # left a command to retry, this one's commands are retried too, so none overtakes it.
+        chained: list[tuple[Any, list[tuple[int, Command, int]], asyncio.Future[BaseException | None] | None,
+                            asyncio.Future[BaseException | None]]] = []
+        loop = asyncio.get_running_loop()
+        for ref, items in groups.items():
+            done: asyncio.Future[BaseException | None] = loop.create_future()
+            chained.append((ref, items, self._tails.get(ref), done))
+            self._tails[ref] = done
 
-        async def run_group(items: list[tuple[int, Command, int]]) -> None:
-            async with self._sem:
-                blocked: BaseException | None = None
-                for i, cmd, max_epoch in items:
-                    if blocked is not None:
-                        results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
-                        continue
+        async def run_group(ref: Any, items: list[tuple[int, Command, int]],
+                            before: asyncio.Future[BaseException | None] | None,
+                            done: asyncio.Future[BaseException | None]) -> None:
+            blocked: BaseException | None = None
+            decided: list[tuple[int, Command, CommandOutcome]] = []
+            try:
+                if before is not None:
+                    blocked = await asyncio.shield(before)
+                async with self._sem:  # held for the API writes only, not for publishing outcomes
+                    for i, cmd, max_epoch in items:
+                        if blocked is not None:
+                            results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
+                            continue
+                        try:
+                            decided.append((i, cmd, await self._decide(cmd, max_epoch)))
+                        except TemporaryError as e:
+                            results[i] = blocked = e
+                        except Exception as e:
+                            results[i] = blocked = e
+                if decided:  # outcomes stored before handle_batch returns, hence before any ack
                     try:
-                        await self.execute(cmd, max_epoch)
-                    except TemporaryError as e:
-                        results[i] = blocked = e
-                    except Exception as e:
-                        results[i] = blocked = e
+                        await self._report([(cmd, out) for _, cmd, out in decided])
+                    except Exception as e:  # retried: the re-plan finds the work done, same outcome
+                        for i, _, _ in decided:
+                            results[i] = e
+                        blocked = blocked or e
+            except BaseException as e:
+                blocked = blocked or e
+                raise
+            finally:
+                done.set_result(blocked)
+                if self._tails.get(ref) is done:
+                    del self._tails[ref]
 
         async with asyncio.TaskGroup() as tg:
-            for items in groups.values():
-                tg.create_task(run_group(items))
-        for writer, epoch in running.items():
-            self.epochs[writer] = max(self.epochs.get(writer, 0), epoch)
+            for ref, items, before, done in chained:
+                tg.create_task(run_group(ref, items, before, done))
         return results
 
     # --- one command ---
@@ -115,13 +146,24 @@ class CommandExecutor:
         """Apply one command and publish its outcome. max_epoch defaults to the newest seen."""
         if max_epoch is None:
             max_epoch = self.epochs.get(cmd.writer, 0)
+        outcome = await self._decide(cmd, max_epoch)
+        await self._report([(cmd, outcome)])
+        return outcome
+
+    async def _decide(self, cmd: Command, max_epoch: int) -> CommandOutcome:
+        """Apply one command (the API writes); its outcome is not published yet."""
         outcome = await self._apply(cmd, max_epoch)
         if outcome.reason != STALE_EPOCH:
             self.epochs[cmd.writer] = max(self.epochs.get(cmd.writer, 0), cmd.epoch)
-        await self.bus.publish(subjects.outcome_subject(cmd.writer, self.cluster), outcome, msg_id=f"out:{cmd.id}")
-        log = self.log.info if outcome.applied else self.log.warning
-        log("command done", id=cmd.id, type=type(cmd).__name__, applied=outcome.applied, reason=outcome.reason)
         return outcome
+
+    async def _report(self, done: list[tuple[Command, CommandOutcome]]) -> None:
+        """Publish outcomes, in order, awaiting the stream's acks (deduplicated by command id)."""
+        await self.bus.publish_many([OutMsg(subjects.outcome_subject(cmd.writer, self.cluster), out, f"out:{cmd.id}")
+                                     for cmd, out in done])
+        for cmd, out in done:
+            log = self.log.info if out.applied else self.log.warning
+            log("command done", id=cmd.id, type=type(cmd).__name__, applied=out.applied, reason=out.reason)
 
     def _outcome(self, cmd: Command, applied: bool, reason: str, rv: str) -> CommandOutcome:
         return CommandOutcome(command_id=cmd.id, cluster=self.cluster, writer=cmd.writer, epoch=cmd.epoch,

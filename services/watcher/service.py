@@ -81,6 +81,7 @@ class ClusterWatcher:
                 self.bus.consume_batches(
                     command_durable(self.cluster), subjects.COMMANDS_STREAM, subjects.command_filter(self.cluster),
                     self.commands.handle_batch, batch=self.settings.command_batch,
+                    pipeline=self.settings.command_pipeline,
                 ),
                 name=f"commands:{self.cluster}",
             )

@@ -1,7 +1,11 @@
-"""A thin async Kubernetes client over kubernetes-asyncio's generic ApiClient.
+"""A thin async Kubernetes client: kubernetes-asyncio reads the kubeconfig, aiohttp carries requests.
 
 Bodies travel as raw JSON bytes (decoded by the caller with msgspec into the
-kq.api types), never through kubernetes-asyncio's generated models. Every
+kq.api types), never through kubernetes-asyncio's generated models. Requests go
+straight to one aiohttp session with keep-alive connections: kubernetes-asyncio's
+ApiClient re-serialised every body with json and, with trust_env, read ~/.netrc
+and the proxy environment on every request (in a thread), which dominated the
+watcher's CPU. The proxy environment is read once, when the client is made. Every
 HTTP failure becomes one of the typed errors below, so callers decide on data
 (`Conflict` -> re-read, `Gone` -> re-list, `Throttled` -> wait) rather than on
 status codes.
@@ -17,12 +21,15 @@ typed error (`Gone` for 410), and a malformed line raises `ProtocolError`.
 from __future__ import annotations
 
 import asyncio
+import ssl
+import urllib.request
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Literal
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import msgspec
-from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.config import load_kube_config
 
 from kq.api.registry import kind_info
@@ -36,7 +43,8 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
     "strategic": "application/strategic-merge-patch+json",
 }
 _LIST_PAGE = 500
-_AUTH = ["BearerToken"]
+_USER_AGENT = "kq"
+_encoder = msgspec.json.Encoder()
 
 
 # --- typed errors ------------------------------------------------------------------------------
@@ -178,21 +186,47 @@ def _error_for(status: int, body: bytes, headers: Mapping[str, str] | None = Non
     return BadRequest(msg, status=code, reason=st.reason)
 
 
-def _body(body: bytes | msgspec.Struct | Mapping[str, Any] | list[Any]) -> Any:
-    """kubernetes-asyncio json.dumps the body itself, so hand it plain builtins."""
+def _body(body: bytes | msgspec.Struct | Mapping[str, Any] | list[Any]) -> bytes:
+    """The JSON bytes of a request body (bytes are sent as given)."""
     if isinstance(body, (bytes, bytearray, memoryview)):
-        return msgspec.json.decode(body)
-    if isinstance(body, msgspec.Struct):
-        return msgspec.to_builtins(body)
-    return body
+        return bytes(body)
+    return _encoder.encode(body)
+
+
+def _ssl_context(cfg: Configuration) -> ssl.SSLContext:
+    """TLS as kubernetes-asyncio sets it up from the kubeconfig."""
+    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+    if cfg.cert_file:
+        ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
+    if not cfg.verify_ssl:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    if cfg.disable_strict_ssl_verification:
+        ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
+    return ctx
+
+
+def _env_proxy(host: str) -> str | None:
+    """The proxy the environment names for this server (read once, not per request)."""
+    parts = urlsplit(host)
+    if not parts.hostname or urllib.request.proxy_bypass(parts.hostname):
+        return None
+    return urllib.request.getproxies().get(parts.scheme or "http")
 
 
 class KubeClient:
     """One API server. Methods take the lower-case kind names of kq.api.registry."""
 
-    def __init__(self, api: ApiClient, *, request_timeout_s: float = 30.0) -> None:
-        self._api = api
+    def __init__(self, cfg: Configuration, *, request_timeout_s: float = 30.0, max_connections: int = 128) -> None:
+        """Call from a running event loop (the session binds to it)."""
+        self._cfg = cfg
+        self._host = cfg.host.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
+        connector = aiohttp.TCPConnector(limit=max_connections, ssl=_ssl_context(cfg))
+        self._session = aiohttp.ClientSession(connector=connector, read_bufsize=2**21)  # big objects in watches
+        self._proxy: str | None = cfg.proxy or _env_proxy(self._host)
+        self._proxy_headers = cfg.proxy_headers
+        self._server_hostname: str | None = cfg.tls_server_name
 
     @classmethod
     async def from_kubeconfig(
@@ -201,11 +235,18 @@ class KubeClient:
         """max_connections bounds concurrent HTTP connections; each open watch holds one."""
         cfg = Configuration()
         await load_kube_config(config_file=path, context=context, client_configuration=cfg, persist_config=False)
-        cfg.connection_pool_maxsize = max_connections
-        return cls(ApiClient(configuration=cfg), request_timeout_s=request_timeout_s)
+        return cls(cfg, request_timeout_s=request_timeout_s, max_connections=max_connections)
 
     async def close(self) -> None:
-        await self._api.close()
+        await self._session.close()
+
+    async def _headers(self, content_type: str) -> dict[str, str]:
+        headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": _USER_AGENT}
+        # Asked per request: an exec/refresh hook in the kubeconfig may renew the token.
+        token = await self._cfg.get_api_key_with_prefix("BearerToken")
+        if token:
+            headers["authorization"] = token
+        return headers
 
     # --- paths ---
 
@@ -234,22 +275,25 @@ class KubeClient:
         path: str,
         *,
         query: list[tuple[str, str]] | None = None,
-        body: Any = None,
+        body: bytes | None = None,
         content_type: str = "application/json",
         timeout: aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
         what = f"{method} {path}"
+        url = self._host + path
+        if query:
+            url += "?" + urlencode(query)
+        kw: dict[str, Any] = {"headers": await self._headers(content_type), "timeout": timeout or self._timeout}
+        if body is not None:
+            kw["data"] = body
+        if self._proxy:
+            kw["proxy"] = self._proxy
+            if self._proxy_headers:
+                kw["proxy_headers"] = self._proxy_headers
+        if self._server_hostname:
+            kw["server_hostname"] = self._server_hostname
         try:
-            resp: aiohttp.ClientResponse = await self._api.call_api(
-                path,
-                method,
-                query_params=query or [],
-                header_params={"Accept": "application/json", "Content-Type": content_type},
-                body=body,
-                auth_settings=_AUTH,
-                _preload_content=False,
-                _request_timeout=timeout or self._timeout,
-            )
+            resp = await self._session.request(method, url, **kw)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             raise Unreachable(f"{what}: {type(e).__name__}: {e}") from e
         if 200 <= resp.status < 300:
@@ -349,7 +393,7 @@ class KubeClient:
         opts: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
         if preconditions:
             opts["preconditions"] = dict(preconditions)
-        await self._read("DELETE", self._path(kind, namespace, name), body=opts)
+        await self._read("DELETE", self._path(kind, namespace, name), body=_body(opts))
 
     async def watch(
         self,

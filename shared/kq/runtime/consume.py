@@ -168,22 +168,46 @@ async def _pull_loop(
     batch: int,
     process: Callable[[list[Delivery]], Awaitable[None]],
     inflight: _Inflight,
+    pipeline: int = 1,
 ) -> None:
     """Create/update the durable consumer, pull, and hand batches to `process`; re-create the
-    consumer if it disappears (stream reset, server restart with a memory store)."""
+    consumer if it disappears (stream reset, server restart with a memory store).
+
+    pipeline > 1 lets that many batches be processed at once (handed over in stream order:
+    `process` must itself keep whatever order it needs across overlapping batches)."""
     while True:
         await create_consumer(bus.js, stream, cfg)
         pull = PullStream(bus.nc, stream, durable, batch=batch)
         await pull.start()
+        running: set[asyncio.Task[None]] = set()
+        slots = asyncio.Semaphore(max(1, pipeline))
         try:
             while True:
-                deliveries = await pull.get(batch)
+                if pipeline <= 1:
+                    deliveries = await pull.get(batch)
+                    inflight.add(deliveries)
+                    await process(deliveries)
+                    continue
+                await slots.acquire()
+                for t in [t for t in running if t.done()]:
+                    running.discard(t)
+                    t.result()  # a failed process() ends the loop as it would unpipelined
+                try:
+                    deliveries = await pull.get(batch)
+                except BaseException:
+                    slots.release()
+                    raise
                 inflight.add(deliveries)
-                await process(deliveries)
+                task = asyncio.create_task(process(deliveries))
+                running.add(task)
+                task.add_done_callback(lambda _t: slots.release())
         except ConsumerGone as e:
             bus.log.warning("consumer gone; re-creating", consumer=durable, stream=stream, reason=str(e))
             await asyncio.sleep(0.5)
         finally:
+            for t in running:
+                t.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
             await pull.stop(nak_buffered=True)
             await inflight.release_all(bus)
 
@@ -251,10 +275,12 @@ async def consume_batches(
     ack_wait: float = 60.0,
     max_deliver: int | None = None,
     deliver: Literal["all", "new"] = "all",
+    pipeline: int = 1,
 ) -> None:
     """Like consume, but handler_batch(deliveries) gets whatever has arrived (up to `batch`)
     and returns one outcome per message: None for success or the exception for that message.
-    If it raises, every message in the batch gets that exception."""
+    If it raises, every message in the batch gets that exception. pipeline > 1: up to that
+    many batches are handled at once; the handler keeps any order it needs across them."""
     cfg = durable_config(durable, _filters(filter_subjects), max_ack_pending=max_ack_pending,
                          ack_wait=ack_wait, deliver=deliver)
     tracer = bus.tracer
@@ -277,4 +303,4 @@ async def consume_batches(
                     _log_outcome(bus, d, exc, outcome)
                 await inflight.settle(bus, d, outcome)
 
-    await _pull_loop(bus, durable, stream, cfg, batch, process, inflight)
+    await _pull_loop(bus, durable, stream, cfg, batch, process, inflight, pipeline)

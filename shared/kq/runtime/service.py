@@ -23,6 +23,7 @@ from opentelemetry.trace import TracerProvider
 
 from kq.config import Config, ConfigError, load_config
 from kq.obs import ObservabilityError, get_logger, setup_observability
+from kq.runtime import eventloop
 from kq.runtime.bus import Bus
 from kq.runtime.health import HealthResponder
 
@@ -109,7 +110,7 @@ def run_service(name: str, main: Main, *, ready_when_started: bool = True, confi
         print(f"{name}: configuration error: {e}", file=sys.stderr)
         return EXIT_CONFIG
     try:
-        return asyncio.run(serve(name, main, config, ready_when_started=ready_when_started,
+        return eventloop.run(serve(name, main, config, ready_when_started=ready_when_started,
                                  tracer_provider=obs.tracer_provider))
     except KeyboardInterrupt:
         return EXIT_OK

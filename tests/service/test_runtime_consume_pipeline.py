@@ -1,0 +1,62 @@
+"""consume_batches(pipeline=N): batches overlap, each message is still settled exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+
+import pytest
+
+from kq import subjects
+from kq.runtime import Bus, Delivery, OutMsg
+from support.wait import eventually
+
+pytestmark = pytest.mark.timeout(30)
+
+CMD = subjects.command_subject("c1", "workload")
+
+
+@asynccontextmanager
+async def running(coro: Awaitable[None]) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.ensure_future(coro)
+    try:
+        yield task
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+@pytest.mark.parametrize("pipeline,overlap", [(1, False), (3, True)], ids=["one-at-a-time", "pipelined"])
+async def test_batches_overlap_only_when_pipelined(bus: Bus, pipeline: int, overlap: bool) -> None:
+    release = asyncio.Event()
+    seen: list[bytes] = []
+    active = 0
+    most = 0
+
+    async def handler_batch(ds: list[Delivery]) -> list[BaseException | None]:
+        nonlocal active, most
+        active += 1
+        most = max(most, active)
+        seen.extend(d.data for d in ds)
+        if len(seen) < 6:
+            try:  # hold the batch until the others could have started (bounded: never hangs)
+                await asyncio.wait_for(release.wait(), timeout=1.0)
+            except TimeoutError:
+                pass
+        release.set()
+        active -= 1
+        return [None] * len(ds)
+
+    async with running(bus.consume_batches("piped", subjects.COMMANDS_STREAM, CMD, handler_batch,
+                                           batch=2, pipeline=pipeline)):
+        for i in range(6):  # one at a time, so they arrive as several batches
+            await bus.publish_many([OutMsg(CMD, f"m{i}".encode(), f"p{i}")])
+
+        async def all_acked() -> bool:
+            ci = await bus.js.consumer_info(subjects.COMMANDS_STREAM, "piped")
+            return ci.ack_floor.stream_seq >= 6 and ci.num_ack_pending == 0
+
+        await eventually(all_acked, timeout=10)
+    assert sorted(seen) == [f"m{i}".encode() for i in range(6)]  # each handled once
+    assert (most > 1) is overlap

@@ -1,0 +1,110 @@
+"""Overlapping command batches (the consumer pipelines them): commands for one object still
+run in stream order, and a command waiting behind a retrying one is retried with it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from support.watcher_harness import SimControl, create, kube_client, read_typed
+
+from kq import subjects
+from kq.api.kueue import Admission, PodSetAssignment, Workload
+from kq.kube import KubeClient
+from kq.messages import AdmitWorkload, Command, EvictWorkload, command_kind
+from kq.runtime import Bus, Delivery, TemporaryError, encode_payload
+from kubesim.server import KubeSim
+from services.watcher.core import workload_status as ws
+from services.watcher.handlers import CommandExecutor
+from services.watcher.objects import ClusterObjects
+
+pytestmark = pytest.mark.timeout(60)
+C = "c1"
+ADMISSION = Admission(cluster_queue="cq", pod_set_assignments=(
+    PodSetAssignment(name="main", flavors={"cpu": "f1"}, resource_usage={"cpu": "1"}, count=1),))
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[KubeSim]:
+    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, seed=5)
+    await s.start()
+    try:
+        yield s
+    finally:
+        await s.stop()
+
+
+@pytest.fixture
+async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
+    c = await kube_client(sim, tmp_path, C)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+@pytest.fixture
+async def world(kube: KubeClient) -> Workload:
+    await create(kube, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}})
+    return await create(kube, {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload", "metadata": {"name": "w1", "namespace": "demo"},
+        "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+
+
+def delivery(cmd: Command, seq: int) -> Delivery:
+    return Delivery(subject=subjects.command_subject(C, command_kind(cmd)), data=encode_payload(cmd), headers={},
+                    stream=subjects.COMMANDS_STREAM, consumer="test", stream_seq=seq, consumer_seq=seq,
+                    deliveries=1, pending=0, timestamp_ns=0, reply="")
+
+
+def commands(wl: Workload) -> tuple[AdmitWorkload, EvictWorkload]:
+    common = {"cluster": C, "writer": "admission", "epoch": 0, "namespace": "demo", "name": "w1",
+              "uid": wl.metadata.uid}
+    return (AdmitWorkload(id="admit", admission=ADMISSION, **common),
+            EvictWorkload(id="evict", reason="Preempted", message="by a test", **common))
+
+
+async def test_a_later_batch_waits_for_the_same_objects_earlier_batch(bus: Bus, sim: KubeSim, kube: KubeClient,
+                                                                      world: Workload) -> None:
+    admit, evict = commands(world)
+    ex = CommandExecutor(bus, C, kube, ClusterObjects(C), concurrency=8, max_replans=10)
+    async with aiohttp.ClientSession() as s:  # slow the first write down: the evict arrives meanwhile
+        await SimControl(s, sim.url).fault(C, {"type": "errors", "code": 409, "count": 3, "verbs": ["patch"],
+                                               "resources": ["workloads/status"]})
+    first = asyncio.create_task(ex.handle_batch([delivery(admit, 1)]))
+    await asyncio.sleep(0)  # the first batch has taken its place in the object's queue
+    second = await ex.handle_batch([delivery(evict, 2)])
+    assert await first == [None] and second == [None]
+    wl = await read_typed(kube, "workload", "demo", "w1")
+    # In stream order: admitted, then evicted. Had the evict overtaken, it would have found
+    # nothing to evict and the admit would have won.
+    assert ws.is_evicted(wl), [c.type for c in wl.status.conditions]
+
+
+async def test_a_later_batch_is_retried_behind_a_retrying_command(bus: Bus, kube: KubeClient, world: Workload) -> None:
+    admit, evict = commands(world)
+    ex = CommandExecutor(bus, C, kube, ClusterObjects(C), concurrency=8, max_replans=10)
+    gate = asyncio.Event()
+    real_decide = ex._decide
+
+    async def failing_admit(cmd, max_epoch):  # type: ignore[no-untyped-def]
+        if cmd.id == "admit":
+            await gate.wait()
+            raise TemporaryError("the API server is struggling")
+        return await real_decide(cmd, max_epoch)
+
+    ex._decide = failing_admit  # type: ignore[method-assign]
+    first = asyncio.create_task(ex.handle_batch([delivery(admit, 1)]))
+    second = asyncio.create_task(ex.handle_batch([delivery(evict, 2)]))
+    await asyncio.sleep(0.05)
+    assert not second.done()  # waiting behind the admit
+    gate.set()
+    (r1,), (r2,) = await first, await second
+    assert isinstance(r1, TemporaryError) and isinstance(r2, TemporaryError)
+    wl = await read_typed(kube, "workload", "demo", "w1")
+    assert not ws.is_evicted(wl) and wl.metadata.resource_version == world.metadata.resource_version
