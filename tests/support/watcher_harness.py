@@ -99,16 +99,23 @@ def diff(want: dict[Key, str], got: dict[Key, str]) -> str:
 
 
 class MirrorFollower:
-    """A MirrorView kept up to date by a replay of the mirror, plus every record seen on the way."""
+    """A MirrorView kept up to date by a replay of the mirror, plus every record stored on the way
+    (once per stream sequence: a replay consumer that resets after a gap may deliver one again)."""
 
     def __init__(self, bus: Bus, cluster: str) -> None:
         self.view = MirrorView()
-        self.seen: list[ObjectRecord] = []
-        self._replay = self.view.replay(bus, cluster, on_change=self._saw)
+        self._by_seq: dict[int, ObjectRecord] = {}
+        filters = [subjects.object_filter(cluster), subjects.SYNC_ALL]
+        self._replay = bus.replay(subjects.OBJECTS_STREAM, filters, self._saw, deliver="last_per_subject")
 
-    def _saw(self, what: Any) -> None:
+    async def _saw(self, d: Any) -> None:
+        what = self.view.apply_delivery(d)
         if isinstance(what, ObjectRecord):
-            self.seen.append(what)
+            self._by_seq[d.stream_seq] = what
+
+    @property
+    def seen(self) -> list[ObjectRecord]:
+        return [self._by_seq[seq] for seq in sorted(self._by_seq)]
 
     async def __aenter__(self) -> MirrorFollower:
         await self._replay.__aenter__()

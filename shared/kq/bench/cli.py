@@ -127,12 +127,11 @@ def _record(args: argparse.Namespace, plan: BenchPlan, say: Callable[[str], None
                 f"finished {finished}")
 
         return run_virtual(plan, cycle_latency_ms=args.cycle_latency_ms, progress=progress)
-    import asyncio
-
     from kq.bench.live import run_live
+    from kq.runtime import eventloop
 
-    return asyncio.run(run_live(plan, timeout_s=args.timeout, workdir=args.workdir, say=say,
-                                concurrency=args.concurrency))
+    return eventloop.run(run_live(plan, timeout_s=args.timeout, workdir=args.workdir, say=say,
+                                  concurrency=args.concurrency))
 
 
 def _write_profile(profiler: cProfile.Profile, path: Path) -> None:
