@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 from support.wait import eventually
-from support.watcher_harness import cluster_configs, create, kube_client, read_typed, running_watcher
+from support.watcher_harness import cluster_configs, create, read_typed, running_watcher
 
 from kq import subjects
 from kq.api import constants as k
@@ -34,27 +34,9 @@ from services.watcher.core.job_pods import workload_name
 
 pytestmark = pytest.mark.timeout(120)
 C = "c1"
+SIM_SEED = 11
 FAST = AdmissionSettings(lease_ttl_s=3, term=TermSettings(progress_log_s=2.0))
 KUEUE = "kueue.x-k8s.io/v1beta2"
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, seed=11)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
-
-
-@pytest.fixture
-async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, C)
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 @asynccontextmanager

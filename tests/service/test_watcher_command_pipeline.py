@@ -4,12 +4,10 @@ run in stream order, and a command waiting behind a retrying one is retried with
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import aiohttp
 import pytest
-from support.watcher_harness import SimControl, create, kube_client, read_typed
+from support.watcher_harness import SimControl, create, read_typed
 
 from kq import subjects
 from kq.api.kueue import Admission, PodSetAssignment, Workload
@@ -23,27 +21,9 @@ from services.watcher.objects import ClusterObjects
 
 pytestmark = pytest.mark.timeout(60)
 C = "c1"
+SIM_SEED = 5
 ADMISSION = Admission(cluster_queue="cq", pod_set_assignments=(
     PodSetAssignment(name="main", flavors={"cpu": "f1"}, resource_usage={"cpu": "1"}, count=1),))
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, seed=5)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
-
-
-@pytest.fixture
-async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, C)
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 @pytest.fixture

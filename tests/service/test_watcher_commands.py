@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
 from support.wait import eventually
-from support.watcher_harness import Outcomes, SimControl, create, kube_client, read_typed, running_watcher, send
+from support.watcher_harness import Outcomes, SimControl, create, read_typed, running_watcher, send
 
 from kq.api import constants as k
 from kq.api.kueue import Admission, ClusterQueueStatus, PodSetAssignment, Workload
@@ -21,31 +19,7 @@ from services.watcher.core import workload_status as ws
 
 pytestmark = pytest.mark.timeout(90)
 C = "c1"
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, seed=5)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
-
-
-@pytest.fixture
-async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, C)
-    try:
-        yield c
-    finally:
-        await c.close()
-
-
-@pytest.fixture
-async def control(sim: KubeSim) -> AsyncIterator[SimControl]:
-    async with aiohttp.ClientSession() as s:
-        yield SimControl(s, sim.url)
+SIM_SEED = 5
 
 
 @pytest.fixture

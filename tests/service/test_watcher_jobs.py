@@ -3,14 +3,13 @@ eviction suspends the Job and releases the quota."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 from support.wait import eventually
-from support.watcher_harness import Outcomes, create, kube_client, read_typed, running_watcher, send
+from support.watcher_harness import Outcomes, create, read_typed, running_watcher, send
 
 from kq.api import constants as k
 from kq.api.core import Job, Pod
@@ -25,25 +24,7 @@ from services.watcher.core.job_pods import workload_name
 
 pytestmark = pytest.mark.timeout(90)
 C = "c1"
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, seed=3)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
-
-
-@pytest.fixture
-async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, C)
-    try:
-        yield c
-    finally:
-        await c.close()
+SIM_SEED = 3
 
 
 @pytest.fixture

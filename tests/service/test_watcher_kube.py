@@ -20,16 +20,7 @@ from kubesim.server import KubeSim
 
 pytestmark = pytest.mark.timeout(60)
 C = "c1"
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, seed=9)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
+SIM_SEED = 9
 
 
 @pytest.fixture
@@ -39,12 +30,6 @@ async def client(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
         yield c
     finally:
         await c.close()
-
-
-@pytest.fixture
-async def control(sim: KubeSim) -> AsyncIterator[SimControl]:
-    async with aiohttp.ClientSession() as s:
-        yield SimControl(s, sim.url)
 
 
 def flavor(name: str, **spec) -> dict:  # type: ignore[no-untyped-def]

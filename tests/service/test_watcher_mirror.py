@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ from support.watcher_harness import (
     api_state,
     create,
     diff,
-    kube_client,
     mirror_state,
     running_watcher,
 )
@@ -26,26 +24,8 @@ from services.watcher.settings import WatcherSettings
 
 pytestmark = pytest.mark.timeout(90)
 
+SIM_SEED = 11
 KINDS = ["namespace", "resourceflavor", "clusterqueue", "localqueue", "workload", "job", "secret"]
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim(["c1"], ready_delay_s=0.05, bookmark_interval_s=0.2, seed=11)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
-
-
-@pytest.fixture
-async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, "c1")
-    try:
-        yield c
-    finally:
-        await c.close()
 
 
 def ns(name: str) -> dict:
