@@ -93,7 +93,9 @@ class PullStream:
                 pass
         if self._sub is not None:
             try:
-                await self._sub.unsubscribe()
+                # Drain, not unsubscribe: messages the server already sent to our inbox are
+                # received (and released below) instead of dropped to wait out their ack wait.
+                await self._sub.drain()
             except Exception:  # connection already closed
                 pass
         while not self._queue.empty():

@@ -15,6 +15,8 @@ KQ_OBJECTS allows per-message TTL so tombstones may carry `Nats-TTL`.
 
 from __future__ import annotations
 
+import asyncio
+
 from nats.js import JetStreamContext, api
 from nats.js.errors import APIError, NotFoundError
 
@@ -111,19 +113,33 @@ def lease_bucket_config(config: NatsConfig) -> api.StreamConfig:
     )
 
 
+_STORE_NOT_READY = 10049  # "error creating store for stream": the server still removes a deleted one
+
+
 async def _add_or_update(js: JetStreamContext, cfg: api.StreamConfig) -> None:
-    try:
-        await js.add_stream(cfg)
-    except APIError as e:
-        if e.err_code != _ALREADY_IN_USE:
-            raise StreamSetupError(f"creating stream {cfg.name}: {e.description} (code {e.err_code})") from e
+    for attempt in range(50):
         try:
-            await js.update_stream(cfg)
-        except APIError as e2:
-            raise StreamSetupError(
-                f"stream {cfg.name} exists with a configuration that cannot be changed to ours: "
-                f"{e2.description} (code {e2.err_code})"
-            ) from e2
+            await js.add_stream(cfg)
+            return
+        except APIError as e:
+            if e.err_code == _STORE_NOT_READY and attempt < 49:
+                await asyncio.sleep(0.1)  # bounded: a stream deleted just before is still being removed
+                continue
+            await _exists_or_fail(js, cfg, e)
+            return
+
+
+async def _exists_or_fail(js: JetStreamContext, cfg: api.StreamConfig, e: APIError) -> None:
+    """The stream exists: bring its configuration up to date, or say why we cannot."""
+    if e.err_code != _ALREADY_IN_USE:
+        raise StreamSetupError(f"creating stream {cfg.name}: {e.description} (code {e.err_code})") from e
+    try:
+        await js.update_stream(cfg)
+    except APIError as e2:
+        raise StreamSetupError(
+            f"stream {cfg.name} exists with a configuration that cannot be changed to ours: "
+            f"{e2.description} (code {e2.err_code})"
+        ) from e2
 
 
 async def ensure_streams(js: JetStreamContext, config: NatsConfig) -> None:
