@@ -29,16 +29,17 @@ async def test_last_per_subject_replay_sees_latest_values_then_follows(bus: Bus)
     await put(bus, "b", "2")
     await put(bus, "a", "3")
     await put(bus, "b", "4", op="delete")
-    gate = asyncio.Event()
+    gate, entered = asyncio.Event(), asyncio.Event()
     seen: list[tuple[str, str]] = []
 
     async def handler(d: Delivery) -> None:
+        entered.set()
         await gate.wait()
         seen.append((d.data.decode(), d.headers["Kq-Op"]))
 
     async with bus.replay(subjects.OBJECTS_STREAM, subjects.object_filter("c1"), handler,
                           deliver="last_per_subject") as r:
-        await asyncio.sleep(0.2)  # give it every chance to be wrong
+        await asyncio.wait_for(entered.wait(), 5)  # the first record is being handled, and blocked
         assert not r.caught_up.is_set() and seen == []  # handler blocked: not caught up
         gate.set()
         await r.wait_caught_up(5)

@@ -72,8 +72,11 @@ async def test_a_later_batch_is_retried_behind_a_retrying_command(bus: Bus, kube
     gate = asyncio.Event()
     real_decide = ex._decide
 
+    blocked = asyncio.Event()
+
     async def failing_admit(cmd, max_epoch):  # type: ignore[no-untyped-def]
         if cmd.id == "admit":
+            blocked.set()
             await gate.wait()
             raise TemporaryError("the API server is struggling")
         return await real_decide(cmd, max_epoch)
@@ -81,8 +84,9 @@ async def test_a_later_batch_is_retried_behind_a_retrying_command(bus: Bus, kube
     ex._decide = failing_admit  # type: ignore[method-assign]
     first = asyncio.create_task(ex.handle_batch([delivery(admit, 1)]))
     second = asyncio.create_task(ex.handle_batch([delivery(evict, 2)]))
-    await asyncio.sleep(0.05)
-    assert not second.done()  # waiting behind the admit
+    await asyncio.wait_for(blocked.wait(), 5)  # the admit is being applied, and held
+    done, _ = await asyncio.wait({second}, timeout=0.05)  # a bounded look: it must not overtake
+    assert not done  # waiting behind the admit
     gate.set()
     (r1,), (r2,) = await first, await second
     assert isinstance(r1, TemporaryError) and isinstance(r2, TemporaryError)
