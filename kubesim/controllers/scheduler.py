@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kq.quantity import QuantityError, to_milli
-
 from kubesim.controllers.conditions import set_condition
 from kubesim.controllers.ownership import is_terminal
 from kubesim.controllers.workqueue import WorkQueue

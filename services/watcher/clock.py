@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from kq.api.meta import format_time
 
@@ -14,5 +14,5 @@ def now_rfc3339() -> str:
     global _last
     second = int(time.time())
     if second != _last[0]:
-        _last = (second, format_time(datetime.fromtimestamp(second, timezone.utc)))
+        _last = (second, format_time(datetime.fromtimestamp(second, UTC)))
     return _last[1]

@@ -20,7 +20,6 @@ typed error (`Gone` for 410), and a malformed line raises `ProtocolError`.
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
@@ -294,13 +293,13 @@ class KubeClient:
             kw["server_hostname"] = self._server_hostname
         try:
             resp = await self._session.request(method, url, **kw)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
             raise Unreachable(f"{what}: {type(e).__name__}: {e}") from e
         if 200 <= resp.status < 300:
             return resp
         try:
             data = await resp.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientError) as e:
             raise Unreachable(f"{what}: {resp.status} and the body was cut: {e}") from e
         finally:
             resp.release()
@@ -310,7 +309,7 @@ class KubeClient:
         resp = await self._call(method, path, **kw)
         try:
             return await resp.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientError) as e:
             raise Unreachable(f"{method} {path}: body cut: {e}") from e
         finally:
             resp.release()
@@ -424,7 +423,7 @@ class KubeClient:
             while True:
                 try:
                     line = await resp.content.readline()
-                except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as e:
+                except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as e:
                     raise StreamBroken(f"watch {path}: {type(e).__name__}: {e}") from e
                 except ValueError as e:  # a line beyond aiohttp's buffer limit
                     raise ProtocolError(f"watch {path}: {e}") from e

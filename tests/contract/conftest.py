@@ -7,9 +7,9 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from contract.sim_objects import Control, api_client
 from kubernetes_asyncio import client
 
-from contract.sim_objects import Control, api_client
 from kubesim.server import KubeSim
 
 

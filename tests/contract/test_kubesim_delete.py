@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from contract.sim_objects import KUEUE, MERGE, job_body, make_namespace, workload_body
 from kubernetes_asyncio.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-
-from contract.sim_objects import KUEUE, MERGE, job_body, make_namespace, workload_body
 from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)

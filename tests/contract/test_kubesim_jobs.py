@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from contract.sim_objects import MERGE, job_body
 from kubernetes_asyncio.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-
-from contract.sim_objects import MERGE, job_body
 from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)

@@ -8,13 +8,13 @@ from typing import Any
 
 import aiohttp
 import pytest
+from contract.sim_objects import KUEUE, MERGE, Control, api_client, workload_body
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-
-from contract.sim_objects import KUEUE, MERGE, Control, api_client, workload_body
-from kubesim.server import KubeSim
 from support.wait import eventually
+
+from kubesim.server import KubeSim
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.wait import eventually
 
 from kq.stack import is_alive, read_state, stop_stack
-from support.wait import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -32,7 +32,7 @@ async def kq(*args: str, cwd: Path, timeout: float = 60.0) -> Run:
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         await proc.wait()
         raise AssertionError(f"kq {' '.join(args)} did not finish within {timeout}s") from None

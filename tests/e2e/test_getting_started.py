@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from kq.stack import stop_stack
 from support.wait import eventually
 from test_cli_stack import EXAMPLES, kq, table
+
+from kq.stack import stop_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -7,12 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
+from support.wait import eventually
 
 from kq.kube import KubeClient
 from kq.runtime.health import health
 from kq.stack import Stack, StackError, discover_services, is_alive, read_state
 from kq.stack.health import instance_status
-from support.wait import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(150)]
 

@@ -192,7 +192,7 @@ class Schedulers:
         for proc in self.procs.values():
             try:
                 await asyncio.wait_for(proc.wait(), 15)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
 

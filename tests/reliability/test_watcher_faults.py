@@ -20,8 +20,8 @@ from support.watcher_harness import (
     diff,
     kube_client,
     mirror_state,
-    workload_doc,
     running_watcher,
+    workload_doc,
 )
 
 from kq.kube import KubeClient

@@ -86,7 +86,7 @@ class WatcherProcess:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(self.proc.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self.kill()
 
 

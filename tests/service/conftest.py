@@ -9,10 +9,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from support.watcher_harness import SimControl, kube_client
 
 from kq.kube import KubeClient
 from kubesim.server import KubeSim
-from support.watcher_harness import SimControl, kube_client
 
 CLUSTER = "c1"
 

@@ -7,6 +7,7 @@ import json
 import msgspec
 import pytest
 from nats.js.errors import NotFoundError
+from support.wait import eventually
 
 from kq import subjects
 from kq.mirror import (
@@ -22,7 +23,6 @@ from kq.mirror import (
 )
 from kq.runtime import Bus, OutMsg
 from kq.subjects import ObjectKey
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import pytest
+from support.wait import eventually
 
 from kq import subjects
 from kq.runtime import Bus, DeadLetter, Delivery, OutMsg, PermanentError, TemporaryError, dead_letter_decoder
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 

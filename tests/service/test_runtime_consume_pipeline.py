@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 
 import pytest
+from support.wait import eventually
 
 from kq import subjects
 from kq.runtime import Bus, Delivery, OutMsg
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -6,9 +6,9 @@ import asyncio
 import time
 
 import pytest
+from support.wait import eventually
 
 from kq.runtime import Bus, Lease, lead
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from support.wait import eventually
 
 from kq import subjects
 from kq.mirror import record_headers
 from kq.runtime import Bus, Delivery, OutMsg, PermanentError
 from kq.runtime.errors import dead_letter_decoder
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -8,8 +8,7 @@ import msgspec
 import pytest
 import yaml
 
-from kq.api import KINDS, UnknownKindError, decode_object, encode_object, kind_for, kind_info
-from kq.api import core, kueue
+from kq.api import KINDS, UnknownKindError, core, decode_object, encode_object, kind_for, kind_info, kueue
 from kq.api.meta import LabelSelector, LabelSelectorRequirement, SelectorError, find_condition, selector_matches
 from kq.api.topology import TopologyDomain, compact_topology_assignment, topology_domains
 
@@ -418,9 +417,8 @@ def test_whole_status_structs_encode_every_field():
 
 
 def test_messages_contract_names_exist():
-    from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus  # noqa: F401
-
     import kq.messages  # noqa: F401  (imports them at module level)
+    from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus  # noqa: F401
 
 
 KIND_LOOKUPS = [

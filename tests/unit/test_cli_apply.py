@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kq.api import InputError
-from kq.api import kind_info
+from kq.api import InputError, kind_info
 from kq.cli.apply import Source, UsageError, load_sources, merge_patch, read_sources, resource_ref
 from kq.cli.main import main
 

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-
 from kq.cli.main import build_parser, main
 
 

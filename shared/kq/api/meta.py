@@ -7,7 +7,7 @@ more that kq does not model. Times stay RFC 3339 strings as on the wire;
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Literal, Union
 
 import msgspec
@@ -167,4 +167,4 @@ def parse_time(text: str) -> datetime:
 
 def format_time(when: datetime) -> str:
     """metav1.Time's wire form: UTC, whole seconds, "Z"."""
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -59,7 +59,7 @@ def schedule_time(at: datetime) -> str:
     """RFC 3339 UTC with milliseconds, as Nats-Schedule `@at` wants it."""
     if at.tzinfo is None:
         raise ValueError("schedule time must be timezone-aware")
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
 
 
 class Bus:
@@ -127,7 +127,7 @@ class Bus:
                 ),
                 timeout=connect_timeout_s,
             )
-        except (asyncio.TimeoutError, nats.errors.Error, OSError) as e:
+        except (TimeoutError, nats.errors.Error, OSError) as e:
             try:
                 await nc.close()
             except Exception:

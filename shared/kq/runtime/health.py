@@ -70,7 +70,7 @@ async def wait_healthy(nc: Client, service: str, timeout: float = 10.0, *, statu
             if st.status == status:
                 return st
             last = st
-        except (nats.errors.NoRespondersError, nats.errors.TimeoutError, asyncio.TimeoutError) as e:
+        except (TimeoutError, nats.errors.NoRespondersError, nats.errors.TimeoutError) as e:
             last = f"no answer ({type(e).__name__})"
         if time.monotonic() >= deadline:
             raise TimeoutError(f"{service} not {status} within {timeout}s; last seen: {last}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TypeVar
 
 import msgspec
@@ -103,7 +103,7 @@ class Lease:
         return int(raw.seq or 0), _decoder.decode(raw.data)
 
     def _value(self, epoch: int) -> bytes:
-        now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
         return _encoder.encode(LeaseValue(holder=self.holder, service=self.service, partition=self.partition,
                                           epoch=epoch, renewed_at=now))
 
@@ -142,7 +142,7 @@ class Lease:
                 if await self.try_acquire():
                     assert self.epoch is not None
                     return self.epoch
-            except (nats.errors.TimeoutError, nats.errors.ConnectionReconnectingError, asyncio.TimeoutError):
+            except (TimeoutError, nats.errors.TimeoutError, nats.errors.ConnectionReconnectingError):
                 pass
             if deadline is not None and time.monotonic() > deadline:
                 held = await self.current()
@@ -162,7 +162,7 @@ class Lease:
                 if value is not None and value.holder == self.holder and value.epoch == self.epoch:
                     self.revision = last
                     rev = await self._write(self.revision, self.epoch)
-        except (nats.errors.Error, asyncio.TimeoutError):
+        except (TimeoutError, nats.errors.Error):
             rev = -1  # unknown: maybe applied; we keep trying until our TTL would have run out
         if rev is None:
             self._lose("another holder wrote the lease")

@@ -40,7 +40,7 @@ async def create_consumer(js: JetStreamContext, stream: str, cfg: api.ConsumerCo
             return await js.add_consumer(stream, cfg)
         except (BadRequestError, NotFoundError) as e:
             raise RuntimeError(f"cannot create consumer {stream}/{cfg.name}: {e.description} (code {e.err_code})") from e
-        except (nats.errors.Error, asyncio.TimeoutError):
+        except (TimeoutError, nats.errors.Error):
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(delay)
@@ -163,7 +163,7 @@ class PullStream:
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=min(1.0, self._heartbeat_s))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if self._outstanding > 0 and time.monotonic() - self._last_activity > 2 * self._heartbeat_s:
                     self._outstanding = 0  # the server lost our requests (reconnect/restart)
 

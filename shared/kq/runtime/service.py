@@ -17,7 +17,7 @@ import asyncio
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from opentelemetry.trace import TracerProvider
 
@@ -60,7 +60,7 @@ async def serve(
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
             pass
     bus = await Bus.connect(config.nats, name, instance=config.instance, tracer_provider=tracer_provider)
-    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     health = HealthResponder(bus.nc, name, config.instance, started_at, lambda: bus.status)
     code = EXIT_OK
     try:
@@ -90,7 +90,7 @@ async def serve(
         await health.stop()
         try:
             await asyncio.wait_for(bus.close(), timeout=shutdown_timeout_s)
-        except (asyncio.TimeoutError, Exception) as e:
+        except (TimeoutError, Exception) as e:
             log.warning("drain did not finish cleanly", error=repr(e))
         for sig in installed:
             loop.remove_signal_handler(sig)

@@ -20,8 +20,8 @@ from msgspec import UNSET
 
 from kq.api import InputError, LoadedObject, load_object
 from kq.config import KueueConfig
-from kq.scenario import features
 from kq.quantity import parse_quantity
+from kq.scenario import features
 from kq.scenario.model import (
     TOP_LEVEL_KEYS,
     Action,

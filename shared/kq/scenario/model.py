@@ -75,10 +75,10 @@ class TopologyDomainFile(_File, frozen=True, kw_only=True):
 class WorkloadExpectFile(_File, frozen=True, kw_only=True):
     state: WorkloadState | UnsetType = UNSET
     succeeded: bool | UnsetType = UNSET
-    cluster_queue: str | None | UnsetType = UNSET
+    cluster_queue: str | UnsetType | None = UNSET
     flavors: dict[str, dict[str, str]] | UnsetType = UNSET
     topology: dict[str, list[TopologyDomainFile]] | UnsetType = UNSET
-    cluster: str | None | UnsetType = UNSET
+    cluster: str | UnsetType | None = UNSET
     nominated_clusters: list[str] | UnsetType = UNSET
     preempted: bool | UnsetType = UNSET
     preemption_reason: PreemptionReason | UnsetType = UNSET
@@ -182,10 +182,10 @@ class WorkloadExpect(_Resolved, frozen=True, kw_only=True):
 
     state: WorkloadState | UnsetType = UNSET
     succeeded: bool | UnsetType = UNSET
-    cluster_queue: str | None | UnsetType = UNSET
+    cluster_queue: str | UnsetType | None = UNSET
     flavors: dict[str, dict[str, str]] | UnsetType = UNSET
     topology: dict[str, tuple[TopologyDomain, ...]] | UnsetType = UNSET
-    cluster: str | None | UnsetType = UNSET
+    cluster: str | UnsetType | None = UNSET
     nominated_clusters: tuple[str, ...] | UnsetType = UNSET
     preempted: bool | UnsetType = UNSET
     preemption_reason: str | UnsetType = UNSET

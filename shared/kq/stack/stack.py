@@ -25,7 +25,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,7 +71,7 @@ def process_name(service: str, instance: str) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _kueue(config: KueueConfig | Mapping[str, Any] | None) -> KueueConfig:
@@ -367,7 +367,7 @@ class Stack:
             child.popen.send_signal(sig)
         try:
             code = await asyncio.wait_for(asyncio.to_thread(child.popen.wait), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise StackError(f"{name} still running {timeout_s}s after {sig.name}") from None
         del self._services[name]
         return code

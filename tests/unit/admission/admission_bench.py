@@ -22,9 +22,9 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from admission_builders import cq, flavor, lq  # noqa: E402
+from admission_builders import cq, flavor, lq
 
-from services.admission.core import Admission, Namespace, PodSet, SchedulerState, Workload  # noqa: E402
+from services.admission.core import Admission, Namespace, PodSet, SchedulerState, Workload
 
 replace = msgspec.structs.replace
 

@@ -60,7 +60,7 @@ def test_decision_ids_are_deterministic_and_unique() -> None:
         w.settle(0.0)
         w.apply(wl("default/high").queue("cq").priority(3).at(1).pods("main", 1, cpu="2").obj())
         w.settle(1.0)
-        return [getattr(x, "id") for x in w.all_decisions()]
+        return [x.id for x in w.all_decisions()]
 
     first = ids()
     assert first == ids()

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from msgspec.structs import replace
 from admission_builders import cohort, cq, flavor, lq, wl
 from admission_world import World, world
+from msgspec.structs import replace
 
 from services.admission.core import (
     Deleted,

@@ -7,7 +7,16 @@ from typing import Any
 import msgspec
 import pytest
 from msgspec.structs import replace
-from unit.watcher.watcher_builders import NOW, admission, admitted, evicted, finished, merge_apply, plain_workload, reserved
+from unit.watcher.watcher_builders import (
+    NOW,
+    admission,
+    admitted,
+    evicted,
+    finished,
+    merge_apply,
+    plain_workload,
+    reserved,
+)
 
 from kq.api import constants as k
 from kq.api.kueue import ClusterQueue, ClusterQueueStatus, LocalQueue, LocalQueueStatus, Workload

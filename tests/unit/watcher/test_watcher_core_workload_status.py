@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from msgspec.structs import replace
 from unit.watcher.watcher_builders import EARLIER, NOW, admission, admitted, evicted, plain_workload
 
 from kq.api import constants as k
 from kq.api.kueue import AdmissionCheckState, SchedulingStats, WorkloadSchedulingStatsEviction
 from kq.api.meta import Condition, find_condition
-from msgspec.structs import replace
 from services.watcher.core import workload_status as ws
 
 
