@@ -93,7 +93,9 @@ def check_metadata(rt: ResourceType, name: str, meta: dict[str, Any]) -> None:
                 if not isinstance(ref.get(field), str) or not ref[field]:
                     raise invalid(rt, name, f"metadata.ownerReferences[{i}].{field}", ref.get(field), "required")
         if sum(1 for ref in owners if ref.get("controller")) > 1:
-            raise invalid(rt, name, "metadata.ownerReferences", "", "Only one reference can have Controller set to true")
+            raise invalid(
+                rt, name, "metadata.ownerReferences", "", "Only one reference can have Controller set to true"
+            )
 
 
 def require_map(value: Any, field: str) -> dict[str, Any]:

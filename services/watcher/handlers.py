@@ -85,7 +85,9 @@ class CommandExecutor:
                 results[i] = PermanentError(f"{d.subject}: not a command: {e}")
                 continue
             if cmd.cluster != self.cluster:
-                results[i] = PermanentError(f"{d.subject}: command for cluster {cmd.cluster!r} on {self.cluster!r}'s subject")
+                results[i] = PermanentError(
+                    f"{d.subject}: command for cluster {cmd.cluster!r} on {self.cluster!r}'s subject"
+                )
                 continue
             seen = running.get(cmd.writer, 0)
             running[cmd.writer] = max(seen, cmd.epoch)

@@ -148,7 +148,9 @@ class JobIntegration:
                     if fresh is None:
                         return None
                     job = fresh
-                elif isinstance(e, AlreadyExists) and fresh is not None and job is not None and not owned_by(fresh, job):
+                elif (
+                    isinstance(e, AlreadyExists) and fresh is not None and job is not None and not owned_by(fresh, job)
+                ):
                     self.log.warning("a workload with this job's name belongs to something else", key=key)
                     return self.retry_max_s
                 else:

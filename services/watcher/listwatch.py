@@ -104,7 +104,9 @@ class KindLoop:
                 if old is None or old.metadata.resource_version != obj.metadata.resource_version:
                     self.on_change(self.kind, old, obj)
             self.on_change(self.kind, None, None)  # listed: the cache of this kind is complete
-        await self.publisher.put(SyncMarker(cluster=self.cluster, kind=self.kind, resource_version=rv, count=len(records)))
+        await self.publisher.put(
+            SyncMarker(cluster=self.cluster, kind=self.kind, resource_version=rv, count=len(records))
+        )
         self.last_rv = rv
         self.lists += 1
         self.log.info("listed", count=len(records), resource_version=rv)

@@ -100,7 +100,9 @@ class MirrorIndex:
             else:
                 self.set(key, rec.uid, rec.resource_version)
 
-        replay = bus.replay(subjects.OBJECTS_STREAM, subjects.object_filter(cluster), handle, deliver="last_per_subject")
+        replay = bus.replay(
+            subjects.OBJECTS_STREAM, subjects.object_filter(cluster), handle, deliver="last_per_subject"
+        )
         async with replay:
             await replay.wait_caught_up(timeout=timeout_s)
 

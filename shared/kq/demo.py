@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import shutil
 import sys
 import tempfile
@@ -136,10 +137,8 @@ async def follow(nats_url: str, jobs: list[tuple[str, str]], services: list[str]
             if left <= 0:
                 return progress, True
             changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), min(left, 1.0))
-            except TimeoutError:
-                pass
 
 
 async def _cluster_queues(nats_url: str, out: IO[str]) -> None:

@@ -8,7 +8,7 @@ command whose epoch is older than the newest it has seen for that writer.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal
 
 import msgspec
 
@@ -77,15 +77,15 @@ class Fence(_Command, frozen=True, kw_only=True, tag="Fence"):
     """A new lease holder's first command: from here on older epochs are refused."""
 
 
-Command = Union[
-    AdmitWorkload,
-    EvictWorkload,
-    SetWorkloadPending,
-    DeactivateWorkload,
-    SetClusterQueueStatus,
-    SetLocalQueueStatus,
-    Fence,
-]
+Command = (
+    AdmitWorkload
+    | EvictWorkload
+    | SetWorkloadPending
+    | DeactivateWorkload
+    | SetClusterQueueStatus
+    | SetLocalQueueStatus
+    | Fence
+)
 
 COMMAND_KIND: dict[type, str] = {
     AdmitWorkload: "workload",
@@ -141,7 +141,7 @@ class WorkloadEvictedEvent(_Decision, frozen=True, kw_only=True, tag="Evicted"):
     reason: str
 
 
-Decision = Union[WorkloadAdmittedEvent, WorkloadPendingEvent, WorkloadPreemptedEvent, WorkloadEvictedEvent]
+Decision = WorkloadAdmittedEvent | WorkloadPendingEvent | WorkloadPreemptedEvent | WorkloadEvictedEvent
 
 # One reused decoder/encoder per union.
 command_decoder = msgspec.json.Decoder(Command)

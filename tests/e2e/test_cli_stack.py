@@ -43,9 +43,9 @@ def table(text: str) -> list[dict[str, str]]:
     """Rows of a kubectl-like table as dicts; columns start where the header has 3+ spaces before a name."""
     lines = text.splitlines()
     starts = [0] + [m.end() for m in re.finditer(r" {3,}", lines[0])]
-    bounds = list(zip(starts, [*starts[1:], None]))
+    bounds = list(zip(starts, [*starts[1:], None], strict=False))
     names = [lines[0][s:e].strip() for s, e in bounds]
-    return [{n: ln[s:e].strip() for n, (s, e) in zip(names, bounds)} for ln in lines[1:]]
+    return [{n: ln[s:e].strip() for n, (s, e) in zip(names, bounds, strict=False)} for ln in lines[1:]]
 
 
 async def test_up_apply_get_down(tmp_path: Path) -> None:

@@ -47,7 +47,7 @@ async def test_stack_serves_every_cluster_and_service_then_leaves_nothing(tmp_pa
         for cluster in ("manager", "worker-1", "worker-2"):
             client = await KubeClient.from_kubeconfig(stack.kubeconfig(cluster))
             try:
-                items, rv = await client.list("namespace")
+                _items, rv = await client.list("namespace")
                 assert rv, f"{cluster}: a list has a resourceVersion"
             finally:
                 await client.close()

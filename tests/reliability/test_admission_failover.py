@@ -10,6 +10,7 @@ workload admitted twice; and in the end nothing lost: every workload admitted on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -164,12 +165,11 @@ class Schedulers:
         self.procs: dict[str, asyncio.subprocess.Process] = {}
 
     async def start(self, instance: str) -> None:
-        out = open(self.tmp / f"admission-{instance}.log", "wb")
-        env = {**os.environ, "KQ_CONFIG": str(self.config), "KQ_INSTANCE": instance, "KQ_LOG_LEVEL": "info"}
-        self.procs[instance] = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.admission", cwd=str(ROOT), env=env, stdout=out,
-            stderr=asyncio.subprocess.STDOUT)
-        out.close()
+        with open(self.tmp / f"admission-{instance}.log", "wb") as out:  # the child keeps its own descriptor
+            env = {**os.environ, "KQ_CONFIG": str(self.config), "KQ_INSTANCE": instance, "KQ_LOG_LEVEL": "info"}
+            self.procs[instance] = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "services.admission", cwd=str(ROOT), env=env, stdout=out,
+                stderr=asyncio.subprocess.STDOUT)
 
     def output(self) -> str:
         return "\n".join(f"--- admission-{i} (exit {p.returncode}) ---\n"
@@ -256,10 +256,8 @@ class Flow:
         conds.append({"type": k.WORKLOAD_FINISHED, "status": "True", "reason": "Succeeded", "message": "done",
                       "lastTransitionTime": "2024-01-01T00:00:00Z"})
         body = {"metadata": {"resourceVersion": w.metadata.resource_version}, "status": {"conditions": conds}}
-        try:
+        with contextlib.suppress(Conflict):  # changed since the list: finished on a later poll
             await self.kube.patch("workload", "demo", w.metadata.name, body, patch_type="merge", subresource="status")
-        except Conflict:
-            pass  # changed since the list: finished on a later poll
 
 
 async def run_flow(flow: Flow, watch: QuotaWatch, watching: asyncio.Task[None],

@@ -67,11 +67,10 @@ class WatcherProcess:
 
     async def start(self) -> None:
         self.runs += 1
-        out = open(self.tmp / f"watcher-{self.runs}.log", "wb")
-        env = {**os.environ, "KQ_CONFIG": str(self.config), "KQ_LOG_LEVEL": "warning"}
-        self.proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.watcher", cwd=str(ROOT),
-                                                         env=env, stdout=out, stderr=asyncio.subprocess.STDOUT)
-        out.close()
+        with open(self.tmp / f"watcher-{self.runs}.log", "wb") as out:  # the child keeps its own descriptor
+            env = {**os.environ, "KQ_CONFIG": str(self.config), "KQ_LOG_LEVEL": "warning"}
+            self.proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.watcher", cwd=str(ROOT),
+                                                             env=env, stdout=out, stderr=asyncio.subprocess.STDOUT)
 
     def output(self) -> str:
         return "\n".join((self.tmp / f"watcher-{i}.log").read_text()[-3000:] for i in range(1, self.runs + 1))
@@ -105,10 +104,10 @@ async def test_killed_watcher_resumes_without_loss_or_duplicates(bus: Bus, nats_
                 except TimeoutError as e:
                     raise AssertionError(f"{e}\n{watcher.output()}") from None
                 start = churn.ops
-                await eventually(lambda: churn.ops >= start + 40, timeout=20, what=f"churn in round {round_}")
+                await eventually(lambda start=start: churn.ops >= start + 40, timeout=20, what=f"churn in round {round_}")
                 await watcher.kill()  # mid-stream: records in flight, a batch half published
                 start = churn.ops
-                await eventually(lambda: churn.ops >= start + 20, timeout=20, what="churn while it is down")
+                await eventually(lambda start=start: churn.ops >= start + 20, timeout=20, what="churn while it is down")
 
             await watcher.start()
             await wait_healthy(bus.nc, "watcher", timeout=30)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -52,10 +52,8 @@ async def running_admission(nats: NatsConfig, sim: KubeSim, tmp: Path, instance:
         yield bus
     finally:
         task.cancel()
-        try:
+        with suppress(asyncio.CancelledError, Exception):
             await task
-        except (asyncio.CancelledError, Exception):
-            pass
         await bus.close()
 
 
@@ -338,8 +336,10 @@ async def test_a_new_leader_waits_for_the_writes_of_the_old_one(bus: Bus, nats_c
         id=cid, cluster=C, writer="admission", epoch=old_epoch, namespace="demo", name="a", uid=a.metadata.uid,
         admission=admission), msg_id=cid)
 
-    async with running_admission(nats_config, sim, tmp_path, wait=False) as adm_bus:
-        async with running_watcher(bus, sim, tmp_path, [C]):
+    async with (
+        running_admission(nats_config, sim, tmp_path, wait=False) as adm_bus,
+        running_watcher(bus, sim, tmp_path, [C]),
+    ):
             await wait_deciding(adm_bus)
 
             async def settled() -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 
@@ -40,10 +41,9 @@ async def test_batches_overlap_only_when_pipelined(bus: Bus, pipeline: int, over
         most = max(most, active)
         seen.extend(d.data for d in ds)
         if len(seen) < 6:
-            try:  # hold the batch until the others could have started (bounded: never hangs)
+            # hold the batch until the others could have started (bounded: never hangs)
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(release.wait(), timeout=1.0)
-            except TimeoutError:
-                pass
         release.set()
         active -= 1
         return [None] * len(ds)

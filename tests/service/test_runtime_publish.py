@@ -75,7 +75,7 @@ async def test_publish_many_keeps_order_and_dedupes(bus: Bus) -> None:
     msgs = [OutMsg(subjects.event_subject("m", "workload", "ns", f"w{i}"), Note(str(i)), f"id-{i}") for i in range(500)]
     acks = await bus.publish_many(msgs)
     assert [a.seq for a in acks] == list(range(1, 501))
-    again = await bus.publish_many(msgs[:10] + [OutMsg(subjects.event_subject("m", "workload", "ns", "new"), b"n", "id-new")])
+    again = await bus.publish_many([*msgs[:10], OutMsg(subjects.event_subject("m", "workload", "ns", "new"), b"n", "id-new")])
     assert [a.duplicate for a in again] == [True] * 10 + [None]
     assert again[-1].seq == 501
 

@@ -125,5 +125,5 @@ async def test_wait_caught_up_reports_a_failed_replay(bus: Bus) -> None:
         pass
 
     async with bus.replay("NO_SUCH_STREAM", "x.>", handler) as r:
-        with pytest.raises(Exception, match="not found|NotFound"):
+        with pytest.raises(Exception, match=r"not found|NotFound"):
             await r.wait_caught_up(5)

@@ -6,9 +6,10 @@ Used by tests/service/test_watcher_*.py and tests/reliability/test_watcher_*.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +58,8 @@ async def running_watcher(bus: Bus, sim: KubeSim, tmp: Path, clusters: list[str]
             yield watchers
         finally:
             task.cancel()
-            try:
+            with suppress(asyncio.CancelledError, Exception):
                 await task
-            except (asyncio.CancelledError, Exception):
-                pass
 
 
 async def kube_client(sim: KubeSim, tmp: Path, cluster: str) -> KubeClient:
@@ -223,10 +222,8 @@ class Churn:
 
     async def run(self) -> None:
         while not self._stop.is_set():
-            try:
+            with contextlib.suppress(KubeError):  # an injected fault hit us too: carry on
                 await self._one()
-            except KubeError:
-                pass  # an injected fault hit us too: carry on
             await asyncio.sleep(0)
 
     def stop(self) -> None:

@@ -10,8 +10,6 @@ fresh read". Semantics follow Kueue's scheduler and workload controller.
 
 from __future__ import annotations
 
-from typing import Union
-
 from msgspec.structs import replace
 
 from kq.api import constants as k
@@ -30,8 +28,8 @@ from kq.messages import (
 from services.watcher.core import workload_status as ws
 from services.watcher.core.writes import Refusal, Skip, Write, patch_write
 
-Target = Union[Workload, ClusterQueue, LocalQueue, None]
-Plan = Union[Write, Skip, Refusal]
+Target = Workload | ClusterQueue | LocalQueue | None
+Plan = Write | Skip | Refusal
 
 # Refusal reasons (CommandOutcome.reason).
 STALE_EPOCH = "StaleEpoch"
@@ -94,7 +92,7 @@ def _set_status(kind: str, old: ClusterQueue | LocalQueue, new: ClusterQueue | L
     return patch_write(kind, old, new, status=True, why="status from admission") or Skip(reason="Unchanged")
 
 
-WorkloadCommand = Union[AdmitWorkload, EvictWorkload, SetWorkloadPending, DeactivateWorkload]
+WorkloadCommand = AdmitWorkload | EvictWorkload | SetWorkloadPending | DeactivateWorkload
 
 
 def _workload(cmd: WorkloadCommand, current: Target) -> Refusal | None:
@@ -121,7 +119,9 @@ def _admit(cmd: AdmitWorkload, wl: Workload, now: str) -> Plan:
     if not wl.spec.is_active:
         return Refusal(reason=INACTIVE, message="workload is deactivated")
     if ws.is_evicted(wl) and ws.has_quota_reservation(wl):
-        return Refusal(reason=EVICTION_IN_PROGRESS, message="the workload still holds the quota it is being evicted from")
+        return Refusal(
+            reason=EVICTION_IN_PROGRESS, message="the workload still holds the quota it is being evicted from"
+        )
     if ws.has_quota_reservation(wl) or wl.status.admission is not None:
         if wl.status.admission != cmd.admission:
             held = wl.status.admission.cluster_queue if wl.status.admission else "?"
@@ -165,7 +165,10 @@ def _deactivate(cmd: DeactivateWorkload, wl: Workload, now: str) -> Plan:
         return Refusal(reason=FINISHED, message="workload is finished")
     if wl.spec.is_active:
         new = replace(wl, spec=replace(wl.spec, active=False))
-        return patch_write("workload", wl, new, status=False, why=f"deactivate: {cmd.reason}") or Skip(reason="AlreadyApplied")
+        return (
+            patch_write("workload", wl, new, status=False, why=f"deactivate: {cmd.reason}")
+            or Skip(reason="AlreadyApplied")
+        )
     if ws.is_evicted(wl):
         return Skip(reason="AlreadyApplied")
     conds = tuple(c for c in wl.status.conditions if c.type != k.WORKLOAD_DEACTIVATION_TARGET)

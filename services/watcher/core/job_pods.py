@@ -102,7 +102,11 @@ def min_pods_count(job: Job) -> int | None:
 
 
 def sync_completions(job: Job) -> bool:
-    return job.metadata.annotations.get(k.JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION, "").lower() in ("true", "1", "t")
+    return job.metadata.annotations.get(k.JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION, "").lower() in (
+        "true",
+        "1",
+        "t",
+    )
 
 
 def workload_name(job_name: str, job_uid: str) -> str:
@@ -141,7 +145,9 @@ def _topology_request(meta: ObjectMeta) -> PodSetTopologyRequest:
         try:
             slice_size = int(slice_size_raw)
         except ValueError:
-            raise WorkloadBuildError(f"annotation {k.PODSET_SLICE_SIZE_ANNOTATION}: not an integer: {slice_size_raw!r}") from None
+            raise WorkloadBuildError(
+                f"annotation {k.PODSET_SLICE_SIZE_ANNOTATION}: not an integer: {slice_size_raw!r}"
+            ) from None
     else:
         slice_topology = None
     group = ann.get(PODSET_GROUP_NAME_ANNOTATION) if (required is not None or preferred is not None) else None
@@ -157,11 +163,15 @@ def _topology_request(meta: ObjectMeta) -> PodSetTopologyRequest:
 
 
 def _clean_template(template: PodTemplateSpec) -> PodTemplateSpec:
-    labels = {key: v for key, v in template.metadata.labels.items() if key == JOB_NAME_LABEL or key not in MANAGED_LABELS}
+    labels = {
+        key: v for key, v in template.metadata.labels.items() if key == JOB_NAME_LABEL or key not in MANAGED_LABELS
+    }
     return replace(template, metadata=replace(template.metadata, labels=labels))
 
 
-def _priority(job: Job, template: PodTemplateSpec, classes: dict[str, WorkloadPriorityClass]) -> tuple[PriorityClassRef | None, int]:
+def _priority(
+    job: Job, template: PodTemplateSpec, classes: dict[str, WorkloadPriorityClass]
+) -> tuple[PriorityClassRef | None, int]:
     """jobframework.ExtractPriority: the WorkloadPriorityClass label first, then the pods' PriorityClass.
 
     kq does not mirror scheduling.k8s.io PriorityClasses, so a pod priority class is referenced
@@ -238,7 +248,7 @@ def with_owner(wl: Workload, job: Job) -> Workload:
     meta = job.metadata
     ref = OwnerReference(api_version=_JOB_API_VERSION, kind=_JOB_KIND, name=meta.name, uid=meta.uid,
                          controller=True, block_owner_deletion=True)
-    refs = tuple(r for r in wl.metadata.owner_references if r.uid != meta.uid) + (ref,)
+    refs = (*(r for r in wl.metadata.owner_references if r.uid != meta.uid), ref)
     labels = {**wl.metadata.labels, k.JOB_UID_LABEL: meta.uid} if meta.uid else wl.metadata.labels
     return replace(wl, metadata=replace(wl.metadata, owner_references=refs, labels=labels))
 
@@ -333,8 +343,13 @@ def info_from_podset(ps: PodSet) -> PodSetInfo:
 
 def _template_info(t: PodTemplateSpec) -> PodSetInfo:
     return PodSetInfo(
-        name="", count=0, annotations=dict(t.metadata.annotations), labels=dict(t.metadata.labels),
-        node_selector=dict(t.spec.node_selector), tolerations=t.spec.tolerations, scheduling_gates=t.spec.scheduling_gates,
+        name="",
+        count=0,
+        annotations=dict(t.metadata.annotations),
+        labels=dict(t.metadata.labels),
+        node_selector=dict(t.spec.node_selector),
+        tolerations=t.spec.tolerations,
+        scheduling_gates=t.spec.scheduling_gates,
     )
 
 

@@ -40,8 +40,8 @@ def set_condition(conditions: tuple[Condition, ...], new: Condition, now: str) -
         merged = replace(new, last_transition_time=ltt)
         if merged == cur:
             return conditions
-        return conditions[:i] + (merged,) + conditions[i + 1 :]
-    return conditions + (replace(new, last_transition_time=new.last_transition_time or now),)
+        return (*conditions[:i], merged, *conditions[i + 1:])
+    return (*conditions, replace(new, last_transition_time=new.last_transition_time or now))
 
 
 def _cond(wl: Workload, type_: str, status: str, reason: str, message: str, *, generation: bool = True) -> Condition:
@@ -74,7 +74,9 @@ def is_evicted(wl: Workload) -> bool:
     return condition_is_true(wl.status.conditions, k.WORKLOAD_EVICTED)
 
 
-def _reset_active(conditions: tuple[Condition, ...], wl: Workload, type_: str, reason: str, now: str) -> tuple[Condition, ...]:
+def _reset_active(
+    conditions: tuple[Condition, ...], wl: Workload, type_: str, reason: str, now: str
+) -> tuple[Condition, ...]:
     """resetActiveCondition: a True condition of this type turns False, "Previously: <message>"."""
     prev = find_condition(conditions, type_)
     if prev is None or prev.status != "True":
@@ -97,7 +99,9 @@ def set_quota_reservation(wl: Workload, admission: Admission, now: str, *, admit
     for type_ in (k.WORKLOAD_EVICTED, k.WORKLOAD_PREEMPTED, k.WORKLOAD_BLOCKED_ON_PREEMPTION_GATES):
         conds = _reset_active(conds, wl, type_, k.REASON_QUOTA_RESERVED, now)
     if admitted:
-        conds = set_condition(conds, _cond(wl, k.WORKLOAD_ADMITTED, "True", k.REASON_ADMITTED, "The workload is admitted"), now)
+        conds = set_condition(
+            conds, _cond(wl, k.WORKLOAD_ADMITTED, "True", k.REASON_ADMITTED, "The workload is admitted"), now
+        )
     have = {c.name for c in wl.status.admission_checks}
     added = tuple(AdmissionCheckState(name=n, state="Pending", last_transition_time=now)
                   for n in sorted(set(checks) - have))

@@ -135,7 +135,7 @@ def _load(doc: Any) -> tuple[KindInfo, Any, dict[str, Any]]:
     try:
         obj = msgspec.convert(body, info.type, str_keys=True)
     except msgspec.ValidationError as e:
-        raise _Reject(errors + [explain_validation_error(e, info.type)]) from None
+        raise _Reject([*errors, explain_validation_error(e, info.type)]) from None
     errors += validate_metadata(obj.metadata, info.namespaced, info.kind)
     errors += validate_object(obj)
     if errors:

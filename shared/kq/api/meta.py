@@ -8,7 +8,7 @@ more that kq does not model. Times stay RFC 3339 strings as on the wire;
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -36,7 +36,7 @@ __all__ = [
 QUANTITY_MARK = "x-kq-quantity"
 
 # What users write for a quantity: "500m", 2, 1.5. Kubernetes itself always sends strings.
-QuantityValue = Union[str, int, float]
+QuantityValue = str | int | float
 Quantity = Annotated[QuantityValue, msgspec.Meta(extra_json_schema={QUANTITY_MARK: True})]
 # corev1.ResourceList: resource name -> quantity.
 ResourceList = dict[str, Quantity]

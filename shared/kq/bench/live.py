@@ -217,7 +217,9 @@ async def _wait_done(stack: Stack, plan: BenchPlan, clock: Clock, log: RunLog, r
             log.timed_out = True
             say(_progress_line(clock, log, runner, total))
             busy = runner.tracker.busy_queues()
-            say(f"timed out after {timeout_s:.0f}s; busy queues: {', '.join(busy[:5])}{' ...' if len(busy) > 5 else ''}")
+            say(
+                f"timed out after {timeout_s:.0f}s; busy queues: {', '.join(busy[:5])}{' ...' if len(busy) > 5 else ''}"
+            )
             break
         if now >= next_progress:
             next_progress = now + PROGRESS_EVERY_S

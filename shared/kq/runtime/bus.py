@@ -9,6 +9,7 @@ context rides along in the headers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
@@ -128,10 +129,8 @@ class Bus:
                 timeout=connect_timeout_s,
             )
         except (TimeoutError, nats.errors.Error, OSError) as e:
-            try:
+            with contextlib.suppress(Exception):
                 await nc.close()
-            except Exception:
-                pass
             raise ConnectionError(f"cannot connect to NATS at {config.url} within {connect_timeout_s}s: {e!r}") from e
         connected = True
         return cls(nc, config, name, instance=instance, tracer_provider=tracer_provider)
@@ -201,7 +200,7 @@ class Bus:
         for f in not_done:
             f.cancel()
         acks: list[PubAck] = []
-        for m, f in zip(items, futures):
+        for m, f in zip(items, futures, strict=False):
             if f in done and not f.cancelled() and f.exception() is None:
                 acks.append(f.result())
                 continue

@@ -200,7 +200,7 @@ async def _pull_loop(
                 inflight.add(deliveries)
                 task = asyncio.create_task(process(deliveries))
                 running.add(task)
-                task.add_done_callback(lambda _t: slots.release())
+                task.add_done_callback(lambda _t, s=slots: s.release())
         except ConsumerGone as e:
             bus.log.warning("consumer gone; re-creating", consumer=durable, stream=stream, reason=str(e))
             await asyncio.sleep(0.5)
@@ -297,7 +297,7 @@ async def consume_batches(
                     raise RuntimeError(f"batch handler returned {len(results)} outcomes for {len(deliveries)} messages")
             except Exception as e:
                 results = [e] * len(deliveries)
-            for d, exc in zip(deliveries, results):
+            for d, exc in zip(deliveries, results, strict=False):
                 outcome = classify(exc, deliveries=d.deliveries, max_deliver=max_deliver)
                 if outcome.action is not Action.ACK:
                     _log_outcome(bus, d, exc, outcome)

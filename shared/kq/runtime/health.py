@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -47,10 +48,8 @@ class HealthResponder:
 
     async def stop(self) -> None:
         if self._sub is not None:
-            try:
+            with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()
-            except Exception:
-                pass
             self._sub = None
 
 

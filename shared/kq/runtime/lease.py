@@ -17,6 +17,7 @@ subjects ourselves; the values stay readable with the ordinary KV API.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -198,10 +199,8 @@ class Lease:
             return
         if not self.lost.is_set():
             headers = {_EXPECTED_LAST_SUBJECT_SEQ: str(self.revision), _KV_OP: "DEL"}
-            try:
+            with contextlib.suppress(APIError, nats.errors.Error):  # someone else has it already, or it will expire
                 await self._bus.js.publish(self.subject, b"", headers=headers)
-            except (APIError, nats.errors.Error):
-                pass  # someone else has it already, or it will expire
         self.lost.set()
         self.epoch = None
 

@@ -10,6 +10,7 @@ holds our requests; when they stop (reconnect, server restart) we ask afresh.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 
@@ -30,7 +31,9 @@ class ConsumerGone(Exception):
     """The consumer was deleted or no longer answers; the caller re-creates it."""
 
 
-async def create_consumer(js: JetStreamContext, stream: str, cfg: api.ConsumerConfig, timeout_s: float = 60.0) -> api.ConsumerInfo:
+async def create_consumer(
+    js: JetStreamContext, stream: str, cfg: api.ConsumerConfig, timeout_s: float = 60.0
+) -> api.ConsumerInfo:
     """Create or update a consumer, waiting out a JetStream that is not answering yet
     (restart, leader election); a refused configuration or a missing stream fails at once."""
     deadline = time.monotonic() + timeout_s
@@ -39,7 +42,9 @@ async def create_consumer(js: JetStreamContext, stream: str, cfg: api.ConsumerCo
         try:
             return await js.add_consumer(stream, cfg)
         except (BadRequestError, NotFoundError) as e:
-            raise RuntimeError(f"cannot create consumer {stream}/{cfg.name}: {e.description} (code {e.err_code})") from e
+            raise RuntimeError(
+                f"cannot create consumer {stream}/{cfg.name}: {e.description} (code {e.err_code})"
+            ) from e
         except (TimeoutError, nats.errors.Error):
             if time.monotonic() > deadline:
                 raise
@@ -87,17 +92,13 @@ class PullStream:
         out are released at once instead of waiting out their ack wait."""
         if self._pump_task is not None:
             self._pump_task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._pump_task
-            except (asyncio.CancelledError, Exception):
-                pass
         if self._sub is not None:
-            try:
-                # Drain, not unsubscribe: messages the server already sent to our inbox are
-                # received (and released below) instead of dropped to wait out their ack wait.
+            # Drain, not unsubscribe: messages the server already sent to our inbox are
+            # received (and released below) instead of dropped to wait out their ack wait.
+            with contextlib.suppress(Exception):  # connection already closed
                 await self._sub.drain()
-            except Exception:  # connection already closed
-                pass
         while not self._queue.empty():
             item = self._queue.get_nowait()
             if nak_buffered and isinstance(item, Msg) and item.reply and not self._nc.is_closed:

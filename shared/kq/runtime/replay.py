@@ -12,6 +12,7 @@ stream's last sequence at the start, or at once if nothing matched.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
@@ -107,13 +108,13 @@ class Replay:
                         if d.pending == 0 or d.stream_seq >= start_last:
                             self.caught_up.set()
             except (ConsumerGone, _Gap) as e:
-                self._bus.log.warning("replay consumer reset", stream=self.stream, reason=str(e), after_seq=self.last_seq)
+                self._bus.log.warning(
+                    "replay consumer reset", stream=self.stream, reason=str(e), after_seq=self.last_seq
+                )
             finally:
                 await pull.stop(nak_buffered=False)
-                try:
+                with contextlib.suppress(Exception):  # already gone, or the connection is closing
                     await js.delete_consumer(self.stream, cfg.name or "")
-                except Exception:
-                    pass  # already gone, or the connection is closing
 
     async def _handle(self, d: Delivery) -> None:
         """Ordered: a temporary failure is retried in place; a permanent one is dead-lettered and skipped."""
@@ -157,10 +158,8 @@ class Replay:
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
 
     async def wait_caught_up(self, timeout: float | None = None) -> None:
         """Wait for caught_up; raises the replay's own error if it failed first."""

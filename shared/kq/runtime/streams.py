@@ -16,6 +16,7 @@ KQ_OBJECTS allows per-message TTL so tombstones may carry `Nats-TTL`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from nats.js import JetStreamContext, api
 from nats.js.errors import APIError, NotFoundError
@@ -153,8 +154,6 @@ async def delete_all_streams(js: JetStreamContext) -> list[str]:
     """Delete every stream (KV buckets included). For tests and `kq` dev tooling only."""
     names = [si.config.name for si in await js.streams_info() if si.config.name]
     for name in sorted(names):
-        try:
+        with contextlib.suppress(NotFoundError):
             await js.delete_stream(name)
-        except NotFoundError:
-            pass
     return sorted(names)

@@ -80,8 +80,8 @@ class Observer:
                 else:
                     found.append(await self._exists(cluster, o))
             remote[cluster] = ObservedRemote(
-                present=tuple(o.label() for o, f in zip(asked, found) if f),
-                absent=tuple(o.label() for o, f in zip(asked, found) if not f),
+                present=tuple(o.label() for o, f in zip(asked, found, strict=False) if f),
+                absent=tuple(o.label() for o, f in zip(asked, found, strict=False) if not f),
             )
         return Observed(workloads=workloads, cluster_queues=cluster_queues, remote=remote)
 

@@ -53,7 +53,7 @@ def milli(q: str | int) -> int:
     num, suffix = m.group(1), m.group(2) or ""
     if suffix == "m":
         return int(float(num))
-    return int(round(float(num) * _SUFFIX[suffix] * 1000))
+    return round(float(num) * _SUFFIX[suffix] * 1000)
 
 
 Q = str | int | tuple  # "4" or ("4", borrowingLimit, lendingLimit) with None for unset
@@ -61,7 +61,7 @@ Q = str | int | tuple  # "4" or ("4", borrowingLimit, lendingLimit) with None fo
 
 def _quota(resource: str, spec: Q) -> ResourceQuota:
     if isinstance(spec, tuple):
-        nominal, borrow, lend = (list(spec) + [None, None])[:3]
+        nominal, borrow, lend = [*spec, None, None][:3]
         return ResourceQuota(
             name=resource,
             nominal=milli(nominal),

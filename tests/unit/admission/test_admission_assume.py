@@ -20,7 +20,7 @@ def _one_admission():  # type: ignore[no-untyped-def]
 
 
 def test_assumed_quota_blocks_others_until_confirmed() -> None:
-    w, d = _one_admission()
+    w, _d = _one_admission()
     w.step(2.0, echo=False)
     assert w.status("default/y") == "pending" and w.state.reserved["default/x"].assumed
     w.echo(w.results[0])
@@ -28,14 +28,14 @@ def test_assumed_quota_blocks_others_until_confirmed() -> None:
 
 
 def test_stale_update_keeps_the_assumption() -> None:
-    w, d = _one_admission()
+    w, _d = _one_admission()
     w.update("default/x", priority=0)  # an update written before our admission landed
     assert w.state.reserved["default/x"].assumed
     assert "default/x" not in w.state.pending
 
 
 def test_update_after_the_admission_landed_is_authoritative() -> None:
-    w, d = _one_admission()
+    w, _d = _one_admission()
     landed = w._rv + 1
     w.state.admission_applied("default/x", str(landed))
     w.update("default/x", priority=1)  # at version `landed`, without an admission: it was cleared since

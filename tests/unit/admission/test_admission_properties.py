@@ -51,7 +51,7 @@ def cluster_queues(draw, cohorts):  # type: ignore[no-untyped-def]
     out = []
     names = [c.name for c in cohorts]
     for i in range(n):
-        parent = draw(st.sampled_from([None] + names)) if names else None
+        parent = draw(st.sampled_from([None, *names])) if names else None
         b = cq(f"q{i}")
         if parent:
             b.cohort(parent)
