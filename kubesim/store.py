@@ -11,6 +11,7 @@ listeners (the controllers) are called synchronously and must only enqueue work.
 
 from __future__ import annotations
 
+import builtins
 import random
 import time
 import uuid
@@ -128,13 +129,13 @@ class Store:
         e = self.find(rt, key[1], key[2])
         return (rt, e) if e is not None else None
 
-    def dependents(self, owner_uid: str) -> list[Key]:
+    def dependents(self, owner_uid: str) -> builtins.list[Key]:
         return sorted(self._dependents.get(owner_uid, ()))
 
     def namespace_is_empty(self, ns: str) -> bool:
         return not any(self._data[r.key].get(ns) for r in RESOURCES if r.namespaced)
 
-    def namespace_contents(self, ns: str) -> list[tuple[ResourceType, Entry]]:
+    def namespace_contents(self, ns: str) -> builtins.list[tuple[ResourceType, Entry]]:
         return [(r, e) for r in RESOURCES if r.namespaced for e in self.list(r, ns)]
 
     def subscribe(self, rt: ResourceType, fn: Listener) -> None:

@@ -28,7 +28,7 @@ from kq.runtime import Bus, Delivery, OutMsg, PermanentError, TemporaryError
 from services.watcher.apply import apply_action, read
 from services.watcher.clock import now_rfc3339
 from services.watcher.core.commands import STALE_EPOCH, plan_command, target_ref
-from services.watcher.core.writes import Refusal, Skip
+from services.watcher.core.writes import Refusal, Skip, Write
 from services.watcher.objects import ClusterObjects
 
 
@@ -175,6 +175,7 @@ class CommandExecutor:
         ref = target_ref(cmd)
         if ref is None or isinstance(cmd, Fence) or cmd.epoch < max_epoch:
             plan = plan_command(cmd, None, max_epoch, now_rfc3339())
+            assert not isinstance(plan, Write), plan  # no target or a stale epoch: nothing to write
             return self._outcome(cmd, isinstance(plan, Skip), plan.reason, "")
         kind, ns, name = ref
         current: Any = self.objects.get(kind, ns, name) if self.objects.caches(kind) else None

@@ -123,10 +123,11 @@ class JobIntegration:
         wl: Workload | None = self._workload_for(job) if kind == "job" else self.objects.get("workload", ns, name)
         if kind == "job" and job is None:
             return None
-        if kind == "workload" and wl is None:
-            return None
-        if kind == "workload" and (ref := wl.metadata.controller_ref()) is not None and ref.kind != "Job":
-            return None  # another integration's workload (JobSet, ...): not ours to drive
+        if kind == "workload":
+            if wl is None:
+                return None
+            if (ref := wl.metadata.controller_ref()) is not None and ref.kind != "Job":
+                return None  # another integration's workload (JobSet, ...): not ours to drive
         for _ in range(self.max_steps):
             now = now_rfc3339()
             if job is not None:

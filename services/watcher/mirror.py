@@ -92,7 +92,7 @@ class MirrorIndex:
     async def rebuild(self, bus: Bus, cluster: str, timeout_s: float = 120.0) -> None:
         """Replay this cluster's part of the mirror (last value per subject) into the index."""
 
-        async def handle(d) -> None:  # type: ignore[no-untyped-def]
+        async def handle(d) -> None:
             rec = decode_record(d.subject, d.headers, d.data)
             key = (rec.kind, rec.namespace, rec.name)
             if rec.deleted:
@@ -174,7 +174,7 @@ class MirrorPublisher:
             self.progress.clear()
             await self.progress.wait()
 
-    async def _retrying(self, fn) -> None:  # type: ignore[no-untyped-def]
+    async def _retrying(self, fn) -> None:
         delay = 0.2
         while True:
             try:

@@ -20,6 +20,7 @@ typed error (`Gone` for 410), and a malformed line raises `ProtocolError`.
 
 from __future__ import annotations
 
+import builtins
 import ssl
 import urllib.request
 from collections.abc import AsyncIterator, Mapping
@@ -368,7 +369,7 @@ class KubeClient:
         kind: str,
         namespace: str | None,
         name: str,
-        body: bytes | msgspec.Struct | Mapping[str, Any] | list[Any],
+        body: bytes | msgspec.Struct | Mapping[str, Any] | builtins.list[Any],
         *,
         patch_type: PatchType,
         subresource: str | None = None,

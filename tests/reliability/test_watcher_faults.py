@@ -73,7 +73,7 @@ async def _converged(kube: KubeClient, mirror: MirrorFollower) -> None:
     await eventually(probe, timeout=20, interval=0.1, what="mirror == API")
 
 
-async def _with_churn(kube: KubeClient, seed: int, during) -> int:  # type: ignore[no-untyped-def]
+async def _with_churn(kube: KubeClient, seed: int, during) -> int:
     churn = Churn(kube, seed)
     task = asyncio.create_task(churn.run())
     try:

@@ -127,7 +127,7 @@ def reserved(w: Workload) -> bool:
 
 
 async def cluster_queue(kube: KubeClient) -> ClusterQueue:
-    return await read_typed(kube, "clusterqueue", None, "cq")  # type: ignore[no-any-return]
+    return await read_typed(kube, "clusterqueue", None, "cq")
 
 
 def cq_summary(cq: ClusterQueue) -> tuple[Any, ...]:
@@ -149,7 +149,7 @@ async def workload_of_job(kube: KubeClient, job: Job) -> str:
 
 
 async def read_job(kube: KubeClient, name: str) -> Job:
-    return await read_typed(kube, "job", "demo", name)  # type: ignore[no-any-return]
+    return await read_typed(kube, "job", "demo", name)
 
 
 # --- tests ------------------------------------------------------------------------------------------
@@ -176,7 +176,7 @@ async def test_admits_up_to_quota_and_keeps_the_rest_pending(bus: Bus, nats_conf
         for w in wls.values():
             if reserved(w):
                 assert condition_is_true(w.status.conditions, k.WORKLOAD_ADMITTED)
-                (psa,) = w.status.admission.pod_set_assignments  # type: ignore[union-attr]
+                (psa,) = w.status.admission.pod_set_assignments
                 assert (psa.flavors, psa.resource_usage, psa.count) == ({"cpu": "pool-a"}, {"cpu": "1"}, 1)
             elif (c := cond(w, k.WORKLOAD_QUOTA_RESERVED)) is not None:
                 # The head that was tried says why. Equivalent workloads behind it are set aside
@@ -226,7 +226,7 @@ async def test_a_job_runs_end_to_end(bus: Bus, nats_config: NatsConfig, sim: Kub
             return w
 
         w = await eventually(admitted, timeout=15, what="workload admitted")
-        (psa,) = w.status.admission.pod_set_assignments  # type: ignore[union-attr]
+        (psa,) = w.status.admission.pod_set_assignments
         assert (psa.name, psa.flavors, psa.resource_usage, psa.count) == ("main", {"cpu": "pool-a"}, {"cpu": "2"}, 2)
 
         async def quota_in_use() -> bool:

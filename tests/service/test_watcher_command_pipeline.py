@@ -74,7 +74,7 @@ async def test_a_later_batch_is_retried_behind_a_retrying_command(bus: Bus, kube
 
     blocked = asyncio.Event()
 
-    async def failing_admit(cmd, max_epoch):  # type: ignore[no-untyped-def]
+    async def failing_admit(cmd, max_epoch):
         if cmd.id == "admit":
             blocked.set()
             await gate.wait()

@@ -46,7 +46,7 @@ def admit(wl: Workload, id: str, epoch: int = 0, uid: str | None = None) -> Admi
                          uid=uid or wl.metadata.uid, admission=ADMISSION)
 
 
-async def outcome(outcomes: Outcomes, cmd_id: str):  # type: ignore[no-untyped-def]
+async def outcome(outcomes: Outcomes, cmd_id: str):
     return await eventually(lambda: outcomes.by_id.get(cmd_id), timeout=10, what=f"outcome of {cmd_id}")
 
 
@@ -127,7 +127,7 @@ async def test_eviction_of_a_job_less_workload_releases_quota(bus: Bus, sim: Kub
         assert find_condition(conds, k.WORKLOAD_PREEMPTED).reason == "InClusterQueue"  # type: ignore[union-attr]
         assert find_condition(conds, k.WORKLOAD_REQUEUED).status == "True"  # type: ignore[union-attr]
         assert find_condition(conds, k.WORKLOAD_QUOTA_RESERVED).status == "False"  # type: ignore[union-attr]
-        assert [(e.reason, e.count) for e in wl.status.scheduling_stats.evictions] == [("Preempted", 1)]  # type: ignore[union-attr]
+        assert [(e.reason, e.count) for e in wl.status.scheduling_stats.evictions] == [("Preempted", 1)]
 
         # Now pending again: the scheduler's reason is recorded, once.
         pending = SetWorkloadPending(id="p", cluster=C, writer="admission", namespace="demo", name="w1",

@@ -32,7 +32,7 @@ async def client(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
         await c.close()
 
 
-def flavor(name: str, **spec) -> dict:  # type: ignore[no-untyped-def]
+def flavor(name: str, **spec) -> dict:
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
 
 
@@ -85,7 +85,7 @@ async def test_list_pages_through_everything(client: KubeClient) -> None:
     assert "default" in {msgspec.json.decode(r, type=Namespace).metadata.name for r in nss}
 
 
-async def _collect(client: KubeClient, rv: str, n: int, **kw) -> list[WatchEvent]:  # type: ignore[no-untyped-def]
+async def _collect(client: KubeClient, rv: str, n: int, **kw) -> list[WatchEvent]:
     out: list[WatchEvent] = []
     async with aclosing(client.watch("resourceflavor", rv, **kw)) as events:
         async for ev in events:

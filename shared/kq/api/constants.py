@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-KUEUE_GROUP = "kueue.x-k8s.io"
+from typing import Final
+
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 KUEUE_API_VERSION = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 

@@ -98,7 +98,7 @@ for _info in KINDS:
     for _name in (_info.token, _info.plural, *_info.short_names):
         _BY_NAME[_name] = _info
 _BY_API: dict[tuple[str, str], KindInfo] = {(i.api_version, i.kind): i for i in KINDS}
-_DECODERS: dict[str, msgspec.json.Decoder] = {}
+_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -118,7 +118,7 @@ def kind_for(api_version: str, kind: str) -> KindInfo:
     return info
 
 
-def decoder_for(kind: str) -> msgspec.json.Decoder:
+def decoder_for(kind: str) -> msgspec.json.Decoder[Any]:
     info = kind_info(kind)
     dec = _DECODERS.get(info.token)
     if dec is None:

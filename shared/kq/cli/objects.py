@@ -120,7 +120,7 @@ async def cmd_get(args: argparse.Namespace, io: Streams) -> int:
     recs = _selected(view, target.cluster, info, ns)
     failed = False
     if args.names:
-        by_name = {}
+        by_name: dict[str, Any] = {}
         for r in recs:
             by_name.setdefault(r.name, r)
         picked = []
@@ -169,6 +169,8 @@ def find_workload(view: MirrorView, cluster: str, namespace: str, name: str) -> 
             return view.typed(r.key)
     for r in recs:
         wl = view.typed(r.key)
+        if wl is None:
+            continue
         owner = wl.metadata.controller_ref()
         if owner is not None and owner.kind in ("Job", "JobSet") and owner.name == name:
             return wl

@@ -17,7 +17,7 @@ NONE = "<none>"
 
 class Table(NamedTuple):
     headers: tuple[str, ...]
-    rows: list[tuple[str, ...]]
+    rows: Sequence[tuple[str, ...]]
 
 
 def render(table: Table) -> str:

@@ -119,7 +119,7 @@ class Bus:
                     config.url,
                     name=f"{name}-{instance}",
                     connect_timeout=2,
-                    reconnect_time_wait=0.5,
+                    reconnect_time_wait=0.5,  # type: ignore[arg-type]  # annotated int, but slept on: 0.5s is meant
                     max_reconnect_attempts=-1,
                     allow_reconnect=True,
                     error_cb=on_error,

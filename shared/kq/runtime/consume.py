@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from nats.js import api
 from opentelemetry.trace import Link, get_current_span
@@ -166,7 +166,7 @@ async def _pull_loop(
     stream: str,
     cfg: api.ConsumerConfig,
     batch: int,
-    process: Callable[[list[Delivery]], Awaitable[None]],
+    process: Callable[[list[Delivery]], Coroutine[Any, Any, None]],
     inflight: _Inflight,
     pipeline: int = 1,
 ) -> None:
@@ -200,7 +200,7 @@ async def _pull_loop(
                 inflight.add(deliveries)
                 task = asyncio.create_task(process(deliveries))
                 running.add(task)
-                task.add_done_callback(lambda _t, s=slots: s.release())
+                task.add_done_callback(lambda _t: slots.release())  # noqa: B023 - called before slots is rebound
         except ConsumerGone as e:
             bus.log.warning("consumer gone; re-creating", consumer=durable, stream=stream, reason=str(e))
             await asyncio.sleep(0.5)

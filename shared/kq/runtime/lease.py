@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import nats.errors
@@ -205,7 +205,7 @@ class Lease:
         self.epoch = None
 
 
-async def lead(lease: Lease, work: Callable[[int], Awaitable[T]]) -> T:
+async def lead(lease: Lease, work: Callable[[int], Coroutine[Any, Any, T]]) -> T:
     """Hold the lease and run work(epoch) while it is held; if the lease is lost, cancel the
     work, wait to acquire again (hot standby), and start it anew with the new epoch.
     Returns when work returns (releasing the lease)."""

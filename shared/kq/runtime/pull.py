@@ -17,6 +17,7 @@ import time
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, NotFoundError
 
@@ -78,7 +79,7 @@ class PullStream:
         self._last_activity = time.monotonic()
         self._wake = asyncio.Event()
         self._inbox = ""
-        self._sub = None
+        self._sub: Subscription | None = None
         self._pump_task: asyncio.Task[None] | None = None
         self._gone: ConsumerGone | None = None  # seen behind messages already handed out
 
@@ -98,7 +99,7 @@ class PullStream:
             # Drain, not unsubscribe: messages the server already sent to our inbox are
             # received (and released below) instead of dropped to wait out their ack wait.
             with contextlib.suppress(Exception):  # connection already closed
-                await self._sub.drain()
+                await self._sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves drain unannotated
         while not self._queue.empty():
             item = self._queue.get_nowait()
             if nak_buffered and isinstance(item, Msg) and item.reply and not self._nc.is_closed:

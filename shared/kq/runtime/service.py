@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
+from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
@@ -27,7 +28,7 @@ from kq.runtime import eventloop
 from kq.runtime.bus import Bus
 from kq.runtime.health import HealthResponder
 
-Main = Callable[[Bus, Config], Awaitable[None]]
+Main = Callable[[Bus, Config], Coroutine[Any, Any, None]]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -52,7 +53,7 @@ async def serve(
     log = get_logger("kq.service", service=name, instance=config.instance)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    installed: list[int] = []
+    installed: list[signal.Signals] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             loop.add_signal_handler(sig, stop.set)

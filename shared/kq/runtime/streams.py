@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 from nats.js import JetStreamContext, api
 from nats.js.errors import APIError, NotFoundError
@@ -44,7 +45,7 @@ class StreamSetupError(RuntimeError):
 
 
 def stream_configs(config: NatsConfig) -> list[api.StreamConfig]:
-    common = {
+    common: dict[str, Any] = {
         "storage": api.StorageType.FILE,
         "num_replicas": config.stream_replicas,
         "duplicate_window": config.duplicate_window_s,

@@ -63,8 +63,8 @@ class Observer:
                 workloads[key] = observe_workload(wl) if wl is not None else None
         cluster_queues: dict[str, ObservedClusterQueue | None] = {}
         if check.cluster_queues:
-            listed: list[ClusterQueue] = await self._list(self.manager, "ClusterQueue")
-            cqs = {cq.metadata.name: cq for cq in listed}
+            listed_cqs: list[ClusterQueue] = await self._list(self.manager, "ClusterQueue")
+            cqs = {cq.metadata.name: cq for cq in listed_cqs}
             for name in check.cluster_queues:
                 cluster_queues[name] = observe_cluster_queue(cqs[name]) if name in cqs else None
         remote: dict[str, ObservedRemote] = {}

@@ -206,6 +206,8 @@ class _BusMonitor:
         out: dict[str, int] = {}
         for stream in await self.jsm.streams_info():
             name = stream.config.name
+            if name is None:
+                continue
             for ci in await self.jsm.consumers_info(name):
                 # A consumer nobody reads (left by a past client, kept for `kq describe`) never drains:
                 # count only those a service is attached to or working through.

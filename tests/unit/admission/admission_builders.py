@@ -79,13 +79,13 @@ def fq(flavor: str, **resources: Q) -> FlavorQuotas:
 class _GroupsMixin:
     _groups: list[ResourceGroup]
 
-    def group(self, *flavors: FlavorQuotas):  # type: ignore[no-untyped-def]
+    def group(self, *flavors: FlavorQuotas):
         """One resource group; covered resources are those of its first flavor."""
         covered = tuple(rq.name for rq in flavors[0].resources)
         self._groups.append(ResourceGroup(covered_resources=covered, flavors=tuple(flavors)))
         return self
 
-    def flavor(self, name: str, **resources: Q):  # type: ignore[no-untyped-def]
+    def flavor(self, name: str, **resources: Q):
         """A resource group with a single flavor."""
         return self.group(fq(name, **resources))
 

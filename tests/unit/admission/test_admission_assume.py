@@ -10,7 +10,7 @@ from msgspec.structs import replace
 from services.admission.core import ClusterQueue, InvalidEvent, PodSet, ResourceQuota
 
 
-def _one_admission():  # type: ignore[no-untyped-def]
+def _one_admission():
     w = world(cq("cq").flavor("default", cpu="2").obj())
     w.apply(wl("default/x").queue("cq").pods("main", 1, cpu="2").obj())
     w.apply(wl("default/y").queue("cq").at(1).pods("main", 1, cpu="2").obj())
@@ -69,7 +69,7 @@ def test_decision_ids_are_deterministic_and_unique() -> None:
 
 BAD = [
     (ClusterQueue(name="cq", resource_groups=()), None),
-    (replace(cq("cq").flavor("default", cpu="1").obj(), stop_policy="Sometimes"), "spec.stopPolicy"),  # type: ignore[arg-type]
+    (replace(cq("cq").flavor("default", cpu="1").obj(), stop_policy="Sometimes"), "spec.stopPolicy"),
     (
         replace(
             cq("cq").flavor("default", cpu="1").obj(),

@@ -30,7 +30,7 @@ from services.admission.core.model import (
 )
 
 
-def load(text: str):  # type: ignore[no-untyped-def]
+def load(text: str):
     (obj,) = load_documents(text, "test")
     return obj.obj
 

@@ -38,20 +38,20 @@ _C = {"cluster": "c", "writer": "admission"}
 _W = {**_C, "namespace": "ns", "name": "w1", "uid": "wl-uid"}
 
 
-def admit(adm=None, **kw) -> AdmitWorkload:  # type: ignore[no-untyped-def]
+def admit(adm=None, **kw) -> AdmitWorkload:
     return AdmitWorkload(id="a", admission=adm or admission(), **{**_W, **kw})
 
 
-def evict(**kw) -> EvictWorkload:  # type: ignore[no-untyped-def]
+def evict(**kw) -> EvictWorkload:
     return EvictWorkload(id="e", reason=k.EVICTED_BY_PREEMPTION, message="preempted by ns/high",
                          preemption_reason="InClusterQueue", **{**_W, **kw})
 
 
-def pending(**kw) -> SetWorkloadPending:  # type: ignore[no-untyped-def]
+def pending(**kw) -> SetWorkloadPending:
     return SetWorkloadPending(id="p", reason="Pending", message="insufficient quota", **{**_W, **kw})
 
 
-def deactivate(**kw) -> DeactivateWorkload:  # type: ignore[no-untyped-def]
+def deactivate(**kw) -> DeactivateWorkload:
     return DeactivateWorkload(id="d", reason="DeactivatedDueToRequeuingLimitExceeded", message="too many", **{**_W, **kw})
 
 
