@@ -23,7 +23,7 @@ from __future__ import annotations
 import builtins
 import ssl
 import urllib.request
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
@@ -404,7 +404,7 @@ class KubeClient:
         label_selector: str | None = None,
         bookmarks: bool = True,
         timeout_s: float = 300.0,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Events after `resource_version` until the server ends the watch (clean end: iteration stops).
 
         Raises Gone (resume point too old: re-list), StreamBroken (cut mid-stream: resume from the
@@ -451,4 +451,4 @@ def _event(line: bytes, path: str) -> WatchEvent:
         raise _error_for(code or 500, raw, None, f"watch {path}")
     if ev.type not in _WATCH_TYPES:
         raise ProtocolError(f"watch {path}: unknown event type {ev.type!r}")
-    return WatchEvent(ev.type, bytes(ev.object))  # type: ignore[arg-type]
+    return WatchEvent(ev.type, bytes(ev.object))  # type: ignore[arg-type]  # a str checked against _WATCH_TYPES above

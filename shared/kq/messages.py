@@ -87,7 +87,9 @@ Command = (
     | Fence
 )
 
-COMMAND_KIND: dict[type, str] = {
+CommandKind = Literal["workload", "clusterqueue", "localqueue", "fence"]
+
+COMMAND_KIND: dict[type, CommandKind] = {
     AdmitWorkload: "workload",
     EvictWorkload: "workload",
     SetWorkloadPending: "workload",
@@ -150,5 +152,5 @@ decision_decoder = msgspec.json.Decoder(Decision)
 encoder = msgspec.json.Encoder()
 
 
-def command_kind(cmd: Command) -> Literal["workload", "clusterqueue", "localqueue", "fence"]:
-    return COMMAND_KIND[type(cmd)]  # type: ignore[return-value]
+def command_kind(cmd: Command) -> CommandKind:
+    return COMMAND_KIND[type(cmd)]

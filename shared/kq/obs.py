@@ -132,11 +132,14 @@ def get_logger(name: str | None = None, **bound: Any) -> Any:
 
 
 def _otlp_exporter() -> SpanExporter:
+    # The OTLP exporters are optional installs, absent from kq's own dependencies.
     try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[import-not-found]
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[import-not-found]  # optional
+            OTLPSpanExporter,
+        )
     except ImportError:
         try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]  # optional
                 OTLPSpanExporter,
             )
         except ImportError:

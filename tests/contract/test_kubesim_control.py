@@ -84,7 +84,7 @@ async def test_finish_of_a_bare_workload_sets_finished(custom: CustomObjectsApi,
 async def test_finish_goes_to_the_worker_running_a_multikueue_job(
     sim: KubeSim, batch: BatchV1Api, control: Control, tmp_path: Path
 ) -> None:
-    await batch.create_namespaced_job("default", job_body("j1", queue="lq", **{"managedBy": "kueue.x-k8s.io/multikueue"}))
+    await batch.create_namespaced_job("default", job_body("j1", queue="lq", managedBy="kueue.x-k8s.io/multikueue"))
     worker = await api_client(sim, "worker-1", tmp_path)
     try:
         wbatch = BatchV1Api(worker)

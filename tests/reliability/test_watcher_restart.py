@@ -104,10 +104,12 @@ async def test_killed_watcher_resumes_without_loss_or_duplicates(bus: Bus, nats_
                 except TimeoutError as e:
                     raise AssertionError(f"{e}\n{watcher.output()}") from None
                 start = churn.ops
-                await eventually(lambda start=start: churn.ops >= start + 40, timeout=20, what=f"churn in round {round_}")
+                await eventually(lambda: churn.ops >= start + 40,  # noqa: B023 - awaited before start changes
+                                 timeout=20, what=f"churn in round {round_}")
                 await watcher.kill()  # mid-stream: records in flight, a batch half published
                 start = churn.ops
-                await eventually(lambda start=start: churn.ops >= start + 20, timeout=20, what="churn while it is down")
+                await eventually(lambda: churn.ops >= start + 20,  # noqa: B023 - awaited before start changes
+                                 timeout=20, what="churn while it is down")
 
             await watcher.start()
             await wait_healthy(bus.nc, "watcher", timeout=30)

@@ -176,6 +176,7 @@ async def test_admits_up_to_quota_and_keeps_the_rest_pending(bus: Bus, nats_conf
         for w in wls.values():
             if reserved(w):
                 assert condition_is_true(w.status.conditions, k.WORKLOAD_ADMITTED)
+                assert w.status.admission is not None
                 (psa,) = w.status.admission.pod_set_assignments
                 assert (psa.flavors, psa.resource_usage, psa.count) == ({"cpu": "pool-a"}, {"cpu": "1"}, 1)
             elif (c := cond(w, k.WORKLOAD_QUOTA_RESERVED)) is not None:
@@ -226,6 +227,7 @@ async def test_a_job_runs_end_to_end(bus: Bus, nats_config: NatsConfig, sim: Kub
             return w
 
         w = await eventually(admitted, timeout=15, what="workload admitted")
+        assert w.status.admission is not None
         (psa,) = w.status.admission.pod_set_assignments
         assert (psa.name, psa.flavors, psa.resource_usage, psa.count) == ("main", {"cpu": "pool-a"}, {"cpu": "2"}, 2)
 
@@ -353,4 +355,4 @@ async def test_a_new_leader_waits_for_the_writes_of_the_old_one(bus: Bus, nats_c
             await eventually(settled, timeout=20, what="a admitted by the old leader, b waiting")
     # The new leader never decided to admit b: its last decision about b says why it waits.
     last = await bus.js.get_msg(subjects.EVENTS_STREAM, subject=subjects.event_subject(C, "workload", "demo", "b"))
-    assert isinstance(decision_decoder.decode(last.data), WorkloadPendingEvent)
+    assert isinstance(decision_decoder.decode(last.data or b""), WorkloadPendingEvent)

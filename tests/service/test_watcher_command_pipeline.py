@@ -4,6 +4,7 @@ run in stream order, and a command waiting behind a retrying one is retried with
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import aiohttp
 import pytest
@@ -43,7 +44,7 @@ def delivery(cmd: Command, seq: int) -> Delivery:
 
 
 def commands(wl: Workload) -> tuple[AdmitWorkload, EvictWorkload]:
-    common = {"cluster": C, "writer": "admission", "epoch": 0, "namespace": "demo", "name": "w1",
+    common: dict[str, Any] = {"cluster": C, "writer": "admission", "epoch": 0, "namespace": "demo", "name": "w1",
               "uid": wl.metadata.uid}
     return (AdmitWorkload(id="admit", admission=ADMISSION, **common),
             EvictWorkload(id="evict", reason="Preempted", message="by a test", **common))
@@ -81,7 +82,7 @@ async def test_a_later_batch_is_retried_behind_a_retrying_command(bus: Bus, kube
             raise TemporaryError("the API server is struggling")
         return await real_decide(cmd, max_epoch)
 
-    ex._decide = failing_admit  # type: ignore[method-assign]
+    ex._decide = failing_admit  # type: ignore[method-assign]  # a fault injected into the executor
     first = asyncio.create_task(ex.handle_batch([delivery(admit, 1)]))
     second = asyncio.create_task(ex.handle_batch([delivery(evict, 2)]))
     await asyncio.wait_for(blocked.wait(), 5)  # the admit is being applied, and held

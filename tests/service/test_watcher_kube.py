@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import msgspec
@@ -85,7 +86,7 @@ async def test_list_pages_through_everything(client: KubeClient) -> None:
     assert "default" in {msgspec.json.decode(r, type=Namespace).metadata.name for r in nss}
 
 
-async def _collect(client: KubeClient, rv: str, n: int, **kw) -> list[WatchEvent]:
+async def _collect(client: KubeClient, rv: str, n: int, **kw: Any) -> list[WatchEvent]:
     out: list[WatchEvent] = []
     async with aclosing(client.watch("resourceflavor", rv, **kw)) as events:
         async for ev in events:

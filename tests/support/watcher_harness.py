@@ -45,8 +45,9 @@ async def running_watcher(bus: Bus, sim: KubeSim, tmp: Path, clusters: list[str]
         watchers = await connect_clusters(stack, bus, cluster_configs(sim, tmp, clusters), settings)
         task = asyncio.create_task(run_watchers(bus, watchers), name="watcher-under-test")
         try:
-            synced = asyncio.ensure_future(asyncio.gather(*(w.wait_synced() for w in watchers)))
-            done, _ = await asyncio.wait({task, synced}, timeout=sync_timeout, return_when=asyncio.FIRST_COMPLETED)
+            synced: asyncio.Future[list[None]] = asyncio.ensure_future(asyncio.gather(*(w.wait_synced() for w in watchers)))
+            waiting: set[asyncio.Future[Any]] = {task, synced}
+            done, _ = await asyncio.wait(waiting, timeout=sync_timeout, return_when=asyncio.FIRST_COMPLETED)
             if task in done:
                 synced.cancel()
                 task.result()
@@ -152,7 +153,8 @@ async def send(bus: Bus, cmd: Command) -> None:
     await bus.publish(subjects.command_subject(cmd.cluster, command_kind(cmd)), cmd, msg_id=cmd.id)
 
 
-async def read_typed(client: KubeClient, kind: str, namespace: str | None, name: str) -> Any | None:
+async def read_typed(client: KubeClient, kind: str, namespace: str | None, name: str) -> Any:
+    """The object as its kq.api Struct, None when absent (typed Any: most tests read what must exist)."""
     raw = await client.get(kind, namespace, name)
     return None if raw is None else decode_object(kind, raw)
 

@@ -66,13 +66,17 @@ def plan_command(cmd: Command, current: Target, max_epoch: int, now: str) -> Pla
         case Fence():
             return Skip(reason="Fenced")
         case AdmitWorkload():
-            return _workload(cmd, current) or _admit(cmd, current, now)  # type: ignore[arg-type]
+            wl = _workload(cmd, current)
+            return wl if isinstance(wl, Refusal) else _admit(cmd, wl, now)
         case EvictWorkload():
-            return _workload(cmd, current) or _evict(cmd, current, now)  # type: ignore[arg-type]
+            wl = _workload(cmd, current)
+            return wl if isinstance(wl, Refusal) else _evict(cmd, wl, now)
         case SetWorkloadPending():
-            return _workload(cmd, current) or _pending(cmd, current, now)  # type: ignore[arg-type]
+            wl = _workload(cmd, current)
+            return wl if isinstance(wl, Refusal) else _pending(cmd, wl, now)
         case DeactivateWorkload():
-            return _workload(cmd, current) or _deactivate(cmd, current, now)  # type: ignore[arg-type]
+            wl = _workload(cmd, current)
+            return wl if isinstance(wl, Refusal) else _deactivate(cmd, wl, now)
         case SetClusterQueueStatus():
             if current is None:
                 return Refusal(reason=NOT_FOUND, message=f"ClusterQueue {cmd.name} not found")
@@ -95,15 +99,15 @@ def _set_status(kind: str, old: ClusterQueue | LocalQueue, new: ClusterQueue | L
 WorkloadCommand = AdmitWorkload | EvictWorkload | SetWorkloadPending | DeactivateWorkload
 
 
-def _workload(cmd: WorkloadCommand, current: Target) -> Refusal | None:
-    """Refuse unless `current` is the very Workload the command was decided on."""
+def _workload(cmd: WorkloadCommand, current: Target) -> Workload | Refusal:
+    """`current` if it is the very Workload the command was decided on, else the refusal."""
     if current is None:
         return Refusal(reason=NOT_FOUND, message=f"Workload {cmd.namespace}/{cmd.name} not found")
     if not isinstance(current, Workload):
         return Refusal(reason=WRONG_KIND, message=f"expected a Workload, got {type(current).__name__}")
     if current.metadata.uid != cmd.uid:
         return Refusal(reason=UID_MISMATCH, message=f"command for uid {cmd.uid}, workload has {current.metadata.uid}")
-    return None
+    return current
 
 
 def _status_write(wl: Workload, new: Workload, why: str, done: str) -> Plan:

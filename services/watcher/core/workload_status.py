@@ -7,6 +7,8 @@ apimeta.SetStatusCondition: the transition time moves only when the status does.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from msgspec.structs import replace
 
 from kq.api import constants as k
@@ -44,10 +46,12 @@ def set_condition(conditions: tuple[Condition, ...], new: Condition, now: str) -
     return (*conditions, replace(new, last_transition_time=new.last_transition_time or now))
 
 
-def _cond(wl: Workload, type_: str, status: str, reason: str, message: str, *, generation: bool = True) -> Condition:
+def _cond(
+    wl: Workload, type_: str, status: Literal["True", "False"], reason: str, message: str, *, generation: bool = True
+) -> Condition:
     return Condition(
         type=type_,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         reason=reason,
         message=message,
         observed_generation=wl.metadata.generation if generation else None,
@@ -148,7 +152,7 @@ def _reset_checks(checks: tuple[AdmissionCheckState, ...], now: str) -> tuple[Ad
         retry = (c.retry_count or 0) + 1 if c.state == k.CHECK_RETRY else None
         out.append(AdmissionCheckState(
             name=c.name,
-            state=k.CHECK_PENDING,  # type: ignore[arg-type]
+            state=k.CHECK_PENDING,
             message="Reset to Pending after eviction. Previously: " + c.state,
             last_transition_time=now,
             requeue_after_seconds=c.requeue_after_seconds,

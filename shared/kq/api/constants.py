@@ -119,9 +119,9 @@ CQ_REASON_UNKNOWN = "Unknown"
 CQ_REASON_READY = "Ready"
 
 # Admission check states.
-CHECK_PENDING = "Pending"
-CHECK_READY = "Ready"
-CHECK_RETRY = "Retry"
-CHECK_REJECTED = "Rejected"
+CHECK_PENDING: Final = "Pending"
+CHECK_READY: Final = "Ready"
+CHECK_RETRY: Final = "Retry"
+CHECK_REJECTED: Final = "Rejected"
 
 __all__ = [name for name in dir() if name.isupper()]

@@ -8,7 +8,7 @@ more that kq does not model. Times stay RFC 3339 strings as on the wire;
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -107,7 +107,16 @@ class Condition(K8sStruct, frozen=True, kw_only=True):
     observed_generation: int | None = None
 
 
-def find_condition(conditions: tuple[Condition, ...], type_: str) -> Condition | None:
+class _HasType(Protocol):
+    @property
+    def type(self) -> str: ...
+
+
+_Cond = TypeVar("_Cond", bound=_HasType)
+
+
+def find_condition(conditions: tuple[_Cond, ...], type_: str) -> _Cond | None:
+    """The condition of `type_` (a Kueue Condition or a core kind's), None when absent."""
     return next((c for c in conditions if c.type == type_), None)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from nats.js import api
 from nats.nuid import NUID
@@ -164,9 +164,9 @@ class Replay:
     async def wait_caught_up(self, timeout: float | None = None) -> None:
         """Wait for caught_up; raises the replay's own error if it failed first."""
         waiter = asyncio.create_task(self.caught_up.wait())
-        waits: set[asyncio.Future[object]] = {waiter}  # type: ignore[arg-type]
+        waits: set[asyncio.Future[Any]] = {waiter}
         if self._task is not None:
-            waits.add(self._task)  # type: ignore[arg-type]
+            waits.add(self._task)
         try:
             done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
