@@ -16,7 +16,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,9 @@ import msgspec
 import pytest
 import yaml
 from nats.js.errors import NotFoundError
+from support.kubesim_fixtures import SimSpec
 from support.wait import eventually
-from support.watcher_harness import create, kube_client, running_watcher
+from support.watcher_harness import create, running_watcher
 
 from kq import subjects
 from kq.api import constants as k
@@ -50,23 +51,7 @@ LIMITS = {"cq-a": 8000, "cq-b": 7000}
 COHORT_LIMIT = 10000
 
 
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, history_size=50_000, seed=31)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
-
-
-@pytest.fixture
-async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, C)
-    try:
-        yield c
-    finally:
-        await c.close()
+KUBESIM = SimSpec(clusters=(C,), seed=31, history_size=50_000)
 
 
 async def make_world(kube: KubeClient) -> None:

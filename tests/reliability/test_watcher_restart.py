@@ -8,13 +8,13 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import yaml
+from support.kubesim_fixtures import SimSpec
 from support.wait import eventually
-from support.watcher_harness import Churn, MirrorFollower, api_state, create, diff, kube_client, mirror_state
+from support.watcher_harness import Churn, MirrorFollower, api_state, diff, mirror_state
 
 from kq.config import NatsConfig
 from kq.kube import KubeClient
@@ -30,24 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DUP_WINDOW_S = 0.5
 
 
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, history_size=20_000, seed=23)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
-
-
-@pytest.fixture
-async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, C)
-    await create(c, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}})
-    try:
-        yield c
-    finally:
-        await c.close()
+KUBESIM = SimSpec(clusters=(C,), seed=23, history_size=20_000, namespaces=("demo",))
 
 
 class WatcherProcess:

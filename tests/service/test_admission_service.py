@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from support.kubesim_fixtures import SimSpec
 from support.wait import eventually
 from support.watcher_harness import cluster_configs, create, read_typed, running_watcher
 
@@ -34,7 +35,7 @@ from services.watcher.core.job_pods import workload_name
 
 pytestmark = pytest.mark.timeout(120)
 C = "c1"
-SIM_SEED = 11
+KUBESIM = SimSpec(seed=11)
 FAST = AdmissionSettings(lease_ttl_s=3, term=TermSettings(progress_log_s=2.0))
 KUEUE = "kueue.x-k8s.io/v1beta2"
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import aiohttp
 import pytest
-from support.watcher_harness import SimControl, create, read_typed
+from support.kubesim_fixtures import SimControl, SimSpec
+from support.watcher_harness import create, read_typed
 
 from kq import subjects
 from kq.api.kueue import Admission, PodSetAssignment, Workload
@@ -22,7 +23,7 @@ from services.watcher.objects import ClusterObjects
 
 pytestmark = pytest.mark.timeout(60)
 C = "c1"
-SIM_SEED = 5
+KUBESIM = SimSpec(seed=5)
 ADMISSION = Admission(cluster_queue="cq", pod_set_assignments=(
     PodSetAssignment(name="main", flavors={"cpu": "f1"}, resource_usage={"cpu": "1"}, count=1),))
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.kubesim_fixtures import SimControl, SimSpec
 from support.wait import eventually
-from support.watcher_harness import Outcomes, SimControl, create, read_typed, running_watcher, send
+from support.watcher_harness import Outcomes, create, read_typed, running_watcher, send
 
 from kq.api import constants as k
 from kq.api.kueue import Admission, ClusterQueueStatus, PodSetAssignment, Workload
@@ -19,7 +20,7 @@ from services.watcher.core import workload_status as ws
 
 pytestmark = pytest.mark.timeout(90)
 C = "c1"
-SIM_SEED = 5
+KUBESIM = SimSpec(seed=5)
 
 
 @pytest.fixture

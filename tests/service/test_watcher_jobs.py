@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 import pytest
+from support.kubesim_fixtures import SimSpec
 from support.wait import eventually
 from support.watcher_harness import Outcomes, create, read_typed, running_watcher, send
 
@@ -24,7 +25,7 @@ from services.watcher.core.job_pods import workload_name
 
 pytestmark = pytest.mark.timeout(90)
 C = "c1"
-SIM_SEED = 3
+KUBESIM = SimSpec(seed=3)
 
 
 @pytest.fixture

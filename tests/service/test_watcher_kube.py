@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from contextlib import aclosing
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import msgspec
 import pytest
-from support.watcher_harness import SimControl, kube_client
+from support.kubesim_fixtures import SimControl, SimSpec
 
 from kq import kube
 from kq.api.core import Namespace
@@ -21,16 +19,12 @@ from kubesim.server import KubeSim
 
 pytestmark = pytest.mark.timeout(60)
 C = "c1"
-SIM_SEED = 9
+KUBESIM = SimSpec(seed=9)
 
 
 @pytest.fixture
-async def client(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, C)
-    try:
-        yield c
-    finally:
-        await c.close()
+def client(kube: KubeClient) -> KubeClient:
+    return kube
 
 
 def flavor(name: str, **spec) -> dict:

@@ -13,7 +13,6 @@ from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import msgspec
 
 from kq import subjects
@@ -61,11 +60,6 @@ async def running_watcher(bus: Bus, sim: KubeSim, tmp: Path, clusters: list[str]
             task.cancel()
             with suppress(asyncio.CancelledError, Exception):
                 await task
-
-
-async def kube_client(sim: KubeSim, tmp: Path, cluster: str) -> KubeClient:
-    path = sim.kubeconfig(cluster, tmp / f"test-{cluster}.kubeconfig")
-    return await KubeClient.from_kubeconfig(str(path))
 
 
 async def api_state(client: KubeClient, kinds: list[str], secrets_namespace: str = "kq-system") -> dict[Key, str]:
@@ -163,24 +157,6 @@ async def create(client: KubeClient, doc: dict[str, Any]) -> Any:
     info = kind_info(doc["kind"])
     ns = doc["metadata"].get("namespace") if info.namespaced else None
     return decode_object(info.token, await client.create(info.token, ns, doc))
-
-
-class SimControl:
-    """kubesim's control API over HTTP (faults, disconnects)."""
-
-    def __init__(self, session: aiohttp.ClientSession, base_url: str) -> None:
-        self._s = session
-        self._base = base_url
-
-    async def fault(self, cluster: str, spec: dict[str, Any]) -> None:
-        async with self._s.post(f"{self._base}/kubesim/clusters/{cluster}/faults", json=spec) as r:
-            if r.status >= 300:
-                raise AssertionError(f"fault {spec} refused: {r.status} {await r.text()}")
-
-    async def clear(self, cluster: str) -> None:
-        async with self._s.delete(f"{self._base}/kubesim/clusters/{cluster}/faults") as r:
-            if r.status >= 300:
-                raise AssertionError(f"clearing faults: {r.status} {await r.text()}")
 
 
 def workload_doc(name: str) -> dict[str, Any]:
