@@ -24,7 +24,7 @@ from kq import subjects
 from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled
 from kq.messages import Command, CommandOutcome, Fence, command_decoder
 from kq.obs import get_logger
-from kq.runtime import Bus, Delivery, OutMsg, PermanentError, TemporaryError
+from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Place, TemporaryError
 from services.watcher.apply import apply_action, read
 from services.watcher.clock import now_rfc3339
 from services.watcher.core.commands import STALE_EPOCH, plan_command, target_ref
@@ -45,9 +45,9 @@ class CommandExecutor:
         self.objects = objects
         self.max_replans = max_replans
         self.epochs: dict[str, int] = {}  # writer -> newest epoch seen
-        self._sem = asyncio.Semaphore(concurrency)
-        # Per target object, the end of its newest group (results: what blocked it, or None).
-        self._tails: dict[Any, asyncio.Future[BaseException | None]] = {}
+        # API writes at most `concurrency` at a time; per target object, one group after another,
+        # each handing the next what blocked it (None: nothing).
+        self._writes: KeyedExecutor[BaseException] = KeyedExecutor(concurrency)
         self.log = get_logger("kq.watcher.commands", cluster=cluster)
 
     # --- epochs survive a restart through the outcomes we published ---
@@ -95,23 +95,14 @@ class CommandExecutor:
             groups.setdefault(ref, []).append((i, cmd, seen))
         # Per object, a group waits for the same object's group of an earlier batch; if that one
         # left a command to retry, this one's commands are retried too, so none overtakes it.
-        chained: list[tuple[Any, list[tuple[int, Command, int]], asyncio.Future[BaseException | None] | None,
-                            asyncio.Future[BaseException | None]]] = []
-        loop = asyncio.get_running_loop()
-        for ref, items in groups.items():
-            done: asyncio.Future[BaseException | None] = loop.create_future()
-            chained.append((ref, items, self._tails.get(ref), done))
-            self._tails[ref] = done
+        lined_up = [(items, self._writes.line_up(ref)) for ref, items in groups.items()]
 
-        async def run_group(ref: Any, items: list[tuple[int, Command, int]],
-                            before: asyncio.Future[BaseException | None] | None,
-                            done: asyncio.Future[BaseException | None]) -> None:
+        async def run_group(items: list[tuple[int, Command, int]], place: Place[BaseException]) -> None:
             blocked: BaseException | None = None
             decided: list[tuple[int, Command, CommandOutcome]] = []
             try:
-                if before is not None:
-                    blocked = await asyncio.shield(before)
-                async with self._sem:  # held for the API writes only, not for publishing outcomes
+                blocked = await place.turn()
+                async with self._writes.slot():  # held for the API writes only, not for publishing outcomes
                     for i, cmd, max_epoch in items:
                         if blocked is not None:
                             results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
@@ -133,13 +124,11 @@ class CommandExecutor:
                 blocked = blocked or e
                 raise
             finally:
-                done.set_result(blocked)
-                if self._tails.get(ref) is done:
-                    del self._tails[ref]
+                place.leave(blocked)
 
         async with asyncio.TaskGroup() as tg:
-            for ref, items, before, done in chained:
-                tg.create_task(run_group(ref, items, before, done))
+            for items, place in lined_up:
+                tg.create_task(run_group(items, place))
         return results
 
     # --- one command ---

@@ -22,6 +22,7 @@ from kq import subjects
 from kq.obs import consumer_span, extract_context
 from kq.runtime.delivery import Delivery
 from kq.runtime.errors import Action, DeadLetter, Outcome, classify
+from kq.runtime.executor import KeyedExecutor
 from kq.runtime.pull import ConsumerGone, PullStream, create_consumer
 
 if TYPE_CHECKING:
@@ -179,8 +180,7 @@ async def _pull_loop(
         await create_consumer(bus.js, stream, cfg)
         pull = PullStream(bus.nc, stream, durable, batch=batch)
         await pull.start()
-        running: set[asyncio.Task[None]] = set()
-        slots = asyncio.Semaphore(max(1, pipeline))
+        batches: KeyedExecutor[None] = KeyedExecutor(pipeline)
         try:
             while True:
                 if pipeline <= 1:
@@ -188,26 +188,17 @@ async def _pull_loop(
                     inflight.add(deliveries)
                     await process(deliveries)
                     continue
-                await slots.acquire()
-                for t in [t for t in running if t.done()]:
-                    running.discard(t)
-                    t.result()  # a failed process() ends the loop as it would unpipelined
-                try:
-                    deliveries = await pull.get(batch)
-                except BaseException:
-                    slots.release()
-                    raise
+                # Room first, then pull: nothing is taken (its ack wait running) that cannot start.
+                # A failed process() ends the loop here, as it would unpipelined.
+                await batches.room()
+                deliveries = await pull.get(batch)
                 inflight.add(deliveries)
-                task = asyncio.create_task(process(deliveries))
-                running.add(task)
-                task.add_done_callback(lambda _t: slots.release())  # noqa: B023 - called before slots is rebound
+                batches.start(process(deliveries))
         except ConsumerGone as e:
             bus.log.warning("consumer gone; re-creating", consumer=durable, stream=stream, reason=str(e))
             await asyncio.sleep(0.5)
         finally:
-            for t in running:
-                t.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
+            await batches.close()
             await pull.stop(nak_buffered=True)
             await inflight.release_all(bus)
 
@@ -233,15 +224,9 @@ async def consume(
     cfg = durable_config(durable, _filters(filter_subjects), max_ack_pending=max_ack_pending,
                          ack_wait=ack_wait, deliver=deliver)
     span_name = f"consume {stream}/{durable}"
-    sem = asyncio.Semaphore(concurrency)
     inflight = _Inflight()
-    running: set[asyncio.Task[None]] = set()
-
-    async def guarded(d: Delivery) -> None:
-        try:
-            await _handle_one(bus, d, handler, span_name, max_deliver, inflight)
-        finally:
-            sem.release()
+    # _handle_one settles every outcome itself; an error escaping it does not end the consumer.
+    messages: KeyedExecutor[None] = KeyedExecutor(concurrency, raise_failures=False)
 
     async def process(deliveries: list[Delivery]) -> None:
         if concurrency == 1:
@@ -249,17 +234,13 @@ async def consume(
                 await _handle_one(bus, d, handler, span_name, max_deliver, inflight)
             return
         for d in deliveries:
-            await sem.acquire()
-            t = asyncio.create_task(guarded(d))
-            running.add(t)
-            t.add_done_callback(running.discard)
+            await messages.room()
+            messages.start(_handle_one(bus, d, handler, span_name, max_deliver, inflight))
 
     try:
         await _pull_loop(bus, durable, stream, cfg, batch, process, inflight)
     finally:
-        for t in list(running):
-            t.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await messages.close()
         await inflight.release_all(bus)
 
 
