@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 
 from kq import subjects
-from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled
+from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled, retry_delay
 from kq.messages import Command, CommandOutcome, Fence, command_decoder
 from kq.obs import get_logger
 from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Place, TemporaryError
@@ -190,7 +190,7 @@ class CommandExecutor:
             except (BadRequest, Forbidden) as e:
                 return self._outcome(cmd, False, "Rejected" if isinstance(e, BadRequest) else "Forbidden", rv)
             except Throttled as e:
-                raise TemporaryError(str(e), delay_s=max(e.retry_after, 0.2)) from e
+                raise TemporaryError(str(e), delay_s=retry_delay(e, 0.2)) from e
             except KubeError as e:
                 raise TemporaryError(str(e)) from e
         raise TemporaryError(f"{kind} {ns}/{name} kept changing under {type(cmd).__name__} {cmd.id}")
@@ -199,6 +199,6 @@ class CommandExecutor:
         try:
             return await read(self.client, kind, ns, name)
         except Throttled as e:
-            raise TemporaryError(str(e), delay_s=max(e.retry_after, 0.2)) from e
+            raise TemporaryError(str(e), delay_s=retry_delay(e, 0.2)) from e
         except KubeError as e:
             raise TemporaryError(str(e)) from e

@@ -15,7 +15,7 @@ from typing import Any
 from kq.api.constants import PREBUILT_WORKLOAD_LABEL
 from kq.api.core import Job
 from kq.api.kueue import Workload
-from kq.kube import AlreadyExists, Conflict, KubeClient, KubeError, NotFound, Throttled
+from kq.kube import AlreadyExists, Conflict, KubeClient, KubeError, NotFound, retry_delay
 from kq.obs import get_logger
 from services.watcher.apply import apply_action, read
 from services.watcher.clock import now_rfc3339
@@ -103,7 +103,7 @@ class JobIntegration:
                 raise
             except KubeError as e:  # could not even read: the API server is struggling
                 self.log.warning("reconcile interrupted; will retry", key=key, error=str(e))
-                retry_in = max(e.retry_after, self.retry_base_s) if isinstance(e, Throttled) else self.retry_base_s
+                retry_in = retry_delay(e, self.retry_base_s)
             except Exception as e:  # a bug: log it loudly, look again later
                 self.log.error("reconcile failed", key=key, error=repr(e), exc_info=e)
                 retry_in = self.retry_max_s
@@ -158,7 +158,7 @@ class JobIntegration:
                     wl = fresh
                 continue
             except KubeError as e:
-                wait = max(e.retry_after, self.retry_base_s) if isinstance(e, Throttled) else self.retry_base_s
+                wait = retry_delay(e, self.retry_base_s)
                 self.log.warning("write failed; will retry", key=key, error=str(e), delay_s=wait)
                 return wait
             if isinstance(step, Delete):

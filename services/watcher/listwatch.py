@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from kq.kube import Gone, KubeClient, KubeError, NotFound, StreamBroken, Throttled
+from kq.kube import Gone, KubeClient, KubeError, NotFound, StreamBroken, retry_delay
 from kq.mirror import SyncMarker
 from kq.obs import get_logger
 from services.watcher.mirror import MirrorIndex, MirrorPublisher, Record, head_decoder
@@ -70,7 +70,7 @@ class KindLoop:
                 self.log.warning("kind not served; retrying", error=str(e))
                 await asyncio.sleep(self.retry_max_s)
             except KubeError as e:
-                wait = max(e.retry_after, delay) if isinstance(e, Throttled) else delay
+                wait = retry_delay(e, delay)
                 self.log.warning("list failed; retrying", error=str(e), delay_s=wait)
                 await asyncio.sleep(wait)
                 delay = min(delay * 2, self.retry_max_s)
@@ -134,7 +134,7 @@ class KindLoop:
             except StreamBroken as e:
                 self.log.info("watch cut; resuming", resource_version=self.last_rv, error=str(e))
             except KubeError as e:
-                wait = max(e.retry_after, delay) if isinstance(e, Throttled) else delay
+                wait = retry_delay(e, delay)
                 self.log.warning("watch failed; retrying", error=str(e), delay_s=wait)
                 await asyncio.sleep(wait)
                 delay = min(delay * 2, self.retry_max_s)

@@ -100,6 +100,13 @@ class Throttled(KubeError):
         self.retry_after = retry_after
 
 
+def retry_delay(error: KubeError, backoff: float) -> float:
+    """Seconds to wait before trying again after `error`: the caller's own back-off, or longer when
+    the server asked for it (a 429's Retry-After). Each caller keeps its loop (a re-list, a requeue,
+    a nak with delay); a retry decorator (tenacity, backoff) would not fit those shapes."""
+    return max(error.retry_after, backoff) if isinstance(error, Throttled) else backoff
+
+
 class ServerError(KubeError):
     """5xx: transient on the server side."""
 

@@ -27,7 +27,7 @@ from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects, workload_o
 from kq.bench.metrics import ProcessStats, RunLog
 from kq.bench.procstats import process_stats
 from kq.bench.runner import Clock, Runner, watch_kind
-from kq.kube import AlreadyExists, KubeClient, KubeError, ServerError, Throttled, Unreachable
+from kq.kube import AlreadyExists, KubeClient, KubeError, ServerError, Throttled, Unreachable, retry_delay
 from kq.stack import Stack
 
 CLUSTER = "manager"
@@ -68,7 +68,7 @@ async def _create(client: KubeClient, obj: msgspec.Struct) -> None:
                 return
             raise
         except Throttled as e:
-            await asyncio.sleep(e.retry_after)
+            await asyncio.sleep(retry_delay(e, 0.0))
         except (ServerError, Unreachable):
             await asyncio.sleep(_RETRY_S * (attempt + 1))
     raise BenchRunError(f"could not create {_kind(obj)} {meta.namespace}/{meta.name} "

@@ -23,7 +23,18 @@ import msgspec
 from kq.api.meta import Condition, parse_time
 from kq.bench.generate import BenchPlan
 from kq.bench.metrics import CompletionTracker, CQReport, RunLog, WorkloadSeen
-from kq.kube import Conflict, Gone, KubeClient, KubeError, NotFound, ServerError, StreamBroken, Throttled, Unreachable
+from kq.kube import (
+    Conflict,
+    Gone,
+    KubeClient,
+    KubeError,
+    NotFound,
+    ServerError,
+    StreamBroken,
+    Throttled,
+    Unreachable,
+    retry_delay,
+)
 
 FINISH_REASON = "ByTest"
 FINISH_MESSAGE = "By test runner"
@@ -224,7 +235,7 @@ class Runner:
                 except NotFound:
                     return
                 except Throttled as e:
-                    await asyncio.sleep(e.retry_after)
+                    await asyncio.sleep(retry_delay(e, 0.0))
                     continue
                 except (Unreachable, ServerError):
                     await asyncio.sleep(_RETRY_S)
