@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 
 import pytest
+from support.tasks import running
 from support.wait import eventually
 
 from kq import subjects
@@ -17,16 +17,6 @@ from kq.runtime import Bus, DeadLetter, Delivery, OutMsg, PermanentError, Tempor
 pytestmark = pytest.mark.timeout(30)
 
 CMD = subjects.command_subject("c1", "workload")
-
-
-@asynccontextmanager
-async def running(coro: Awaitable[None]) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.ensure_future(coro)
-    try:
-        yield task
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 async def consumer_state(bus: Bus, durable: str) -> tuple[int, int, int]:

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
 
 import pytest
+from support.tasks import running
 from support.wait import eventually
 
 from kq import subjects
@@ -16,16 +15,6 @@ from kq.runtime import Bus, Delivery, OutMsg
 pytestmark = pytest.mark.timeout(30)
 
 CMD = subjects.command_subject("c1", "workload")
-
-
-@asynccontextmanager
-async def running(coro: Awaitable[None]) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.ensure_future(coro)
-    try:
-        yield task
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 @pytest.mark.parametrize("pipeline,overlap", [(1, False), (3, True)], ids=["one-at-a-time", "pipelined"])

@@ -11,7 +11,7 @@ import random
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import msgspec
 
@@ -21,7 +21,7 @@ from kq.config import ClusterConfig
 from kq.kube import KubeClient, KubeError
 from kq.messages import Command, CommandOutcome, command_kind
 from kq.mirror import MirrorView, ObjectRecord
-from kq.runtime import Bus
+from kq.runtime import Bus, Replay
 from kubesim.server import KubeSim
 from services.watcher.service import ClusterWatcher, connect_clusters, run_watchers
 from services.watcher.settings import WatcherSettings
@@ -92,7 +92,21 @@ def diff(want: dict[Key, str], got: dict[Key, str]) -> str:
     return f"missing={missing[:5]} extra={extra[:5]} stale={stale[:5]}"
 
 
-class MirrorFollower:
+class _Following:
+    """A replay started (and caught up) on entry and stopped on exit; subclasses set self._replay."""
+
+    _replay: Replay
+
+    async def __aenter__(self) -> Self:
+        await self._replay.__aenter__()
+        await self._replay.wait_caught_up(timeout=10)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._replay.__aexit__(*exc)
+
+
+class MirrorFollower(_Following):
     """A MirrorView kept up to date by a replay of the mirror, plus every record stored on the way
     (once per stream sequence: a replay consumer that resets after a gap may deliver one again)."""
 
@@ -111,16 +125,8 @@ class MirrorFollower:
     def seen(self) -> list[ObjectRecord]:
         return [self._by_seq[seq] for seq in sorted(self._by_seq)]
 
-    async def __aenter__(self) -> MirrorFollower:
-        await self._replay.__aenter__()
-        await self._replay.wait_caught_up(timeout=10)
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self._replay.__aexit__(*exc)
-
-
-class Outcomes:
+class Outcomes(_Following):
     """Every CommandOutcome a writer gets for a cluster, by command id."""
 
     def __init__(self, bus: Bus, writer: str, cluster: str) -> None:
@@ -133,14 +139,6 @@ class Outcomes:
             self.count += 1
 
         self._replay = bus.replay(subjects.EVENTS_STREAM, subjects.outcome_subject(writer, cluster), handle)
-
-    async def __aenter__(self) -> Outcomes:
-        await self._replay.__aenter__()
-        await self._replay.wait_caught_up(timeout=10)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._replay.__aexit__(*exc)
 
 
 async def send(bus: Bus, cmd: Command) -> None:

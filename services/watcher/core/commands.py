@@ -65,18 +65,9 @@ def plan_command(cmd: Command, current: Target, max_epoch: int, now: str) -> Pla
     match cmd:
         case Fence():
             return Skip(reason="Fenced")
-        case AdmitWorkload():
+        case AdmitWorkload() | EvictWorkload() | SetWorkloadPending() | DeactivateWorkload():
             wl = _workload(cmd, current)
-            return wl if isinstance(wl, Refusal) else _admit(cmd, wl, now)
-        case EvictWorkload():
-            wl = _workload(cmd, current)
-            return wl if isinstance(wl, Refusal) else _evict(cmd, wl, now)
-        case SetWorkloadPending():
-            wl = _workload(cmd, current)
-            return wl if isinstance(wl, Refusal) else _pending(cmd, wl, now)
-        case DeactivateWorkload():
-            wl = _workload(cmd, current)
-            return wl if isinstance(wl, Refusal) else _deactivate(cmd, wl, now)
+            return wl if isinstance(wl, Refusal) else _plan_workload(cmd, wl, now)
         case SetClusterQueueStatus():
             if current is None:
                 return Refusal(reason=NOT_FOUND, message=f"ClusterQueue {cmd.name} not found")
@@ -97,6 +88,18 @@ def _set_status(kind: str, old: ClusterQueue | LocalQueue, new: ClusterQueue | L
 
 
 WorkloadCommand = AdmitWorkload | EvictWorkload | SetWorkloadPending | DeactivateWorkload
+
+
+def _plan_workload(cmd: WorkloadCommand, wl: Workload, now: str) -> Plan:
+    match cmd:
+        case AdmitWorkload():
+            return _admit(cmd, wl, now)
+        case EvictWorkload():
+            return _evict(cmd, wl, now)
+        case SetWorkloadPending():
+            return _pending(cmd, wl, now)
+        case DeactivateWorkload():
+            return _deactivate(cmd, wl, now)
 
 
 def _workload(cmd: WorkloadCommand, current: Target) -> Workload | Refusal:
