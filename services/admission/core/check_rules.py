@@ -24,10 +24,17 @@ def issue_eviction(p: Parts, w: Workload, cq_name: str, reason: str, message: st
         p.tree.bump_cq(cq_name)
 
 
+DEACTIVATED = "Deactivated"
+DEACTIVATED_MESSAGE = "The workload is deactivated"
+
+
 def evaluate(p: Parts, w: Workload) -> None:
-    if not w.active or w.finished:
+    if w.finished:
         return
     key = w.key
+    if not w.active:
+        _evict_deactivated(p, w)
+        return
     rejected = [c for c in w.admission_checks if c.state == "Rejected"]
     if rejected and w.evicted_reason is None:
         p.ledger.issue_deactivation(w, "AdmissionCheck", checks_message(rejected, "Rejected"))
@@ -49,6 +56,15 @@ def evaluate(p: Parts, w: Workload) -> None:
             p.ledger.issue_checks_ready(w, info.cq)
         return
     drain_if_needed(p, info)
+
+
+def _evict_deactivated(p: Parts, w: Workload) -> None:
+    """Kueue's workload controller: a deactivated workload holding quota is evicted (reason
+    Deactivated); its job is stopped and the quota released only once QuotaReserved turns False."""
+    info = p.book.reserved.get(w.key)
+    if info is None or info.assumed or w.evicted_reason is not None or p.ledger.deactivation_issued(w.key):
+        return  # not holding quota, already evicted, or our own deactivation evicts it
+    issue_eviction(p, w, info.cq, DEACTIVATED, DEACTIVATED_MESSAGE)
 
 
 def drain_if_needed(p: Parts, info: ReservedInfo) -> None:

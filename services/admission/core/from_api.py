@@ -341,7 +341,10 @@ def workload(obj: api.Workload) -> Workload:
     if status.requeue_state is not None:
         requeue_at = to_seconds(status.requeue_state.requeue_at)
     requeued = find_condition(conds, "Requeued")
-    if requeued is not None and requeued.status == "False":
+    # Requeued=False(Deactivated) on an active workload: Kueue's workload controller flips it to
+    # True (Reactivated) at once, so a reactivated workload is not held back by it.
+    reactivated = requeued is not None and requeued.reason == "Deactivated" and spec.is_active
+    if requeued is not None and requeued.status == "False" and not reactivated:
         requeue_at = math.inf  # Kueue keeps it out of the queue until Requeued turns True
     priority_class = None
     if spec.priority_class_ref is not None and spec.priority_class_ref.kind == "WorkloadPriorityClass":

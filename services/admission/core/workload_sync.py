@@ -144,9 +144,11 @@ def priority_class_changed(p: Parts, name: str) -> None:
 
 def _sync_reservation(p: Parts, w: Workload) -> None:
     key = w.key
-    holds = w.admission is not None and w.active and not w.finished
+    # A deactivated workload keeps its quota until the eviction it gets has stopped its job and
+    # released the reservation (Kueue: quota is released only when QuotaReserved turns False).
+    holds = w.admission is not None and not w.finished
     info = p.book.reserved.get(key)
-    if info is not None and info.assumed and not holds and w.active and not w.finished:
+    if info is not None and info.assumed and not holds and not w.finished:
         rv = _rv(w.resource_version)
         if info.applied_rv is None or rv is None or rv < info.applied_rv:
             info.wl = w  # an update from before our admission landed; keep the assumption

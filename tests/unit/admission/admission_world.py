@@ -1,8 +1,8 @@
 """A fake shell + watcher around the core, with a virtual clock, for unit tests.
 
 It applies decisions back as the mirror would show them: an admission sets status.admission,
-a preemption marks the victim Evicted (still holding quota) and, one step later, the quota is
-released, as Kueue's workload controller does.
+an eviction, preemption or deactivation marks the workload Evicted (still holding quota) and,
+one step later, the quota is released, as the job integration does once the job stopped.
 """
 
 from __future__ import annotations
@@ -116,8 +116,11 @@ class World:
             self.evictions[e.workload] = self.evictions.get(e.workload, 0) + 1
             self.update(e.workload, evicted_reason=e.reason, evicted_time=self.now)
             self._to_release.append(e.workload)
-        for d in r.deactivations:
+        for d in r.deactivations:  # the watcher: spec.active=false, then Evicted; quota released later
             self.update(d.workload, active=False)
+            self.update(d.workload, evicted_reason=d.reason, evicted_time=self.now)
+            if self.records[d.workload].admission is not None:
+                self._to_release.append(d.workload)
 
     def release(self) -> None:
         """The workload controller clears the admission of evicted workloads."""
