@@ -26,6 +26,10 @@ def issue_eviction(p: Parts, w: Workload, cq_name: str, reason: str, message: st
 
 DEACTIVATED = "Deactivated"
 DEACTIVATED_MESSAGE = "The workload is deactivated"
+# Kueue: Evicted reason Deactivated with the underlying cause (ReasonWithCause), and the message
+# of the DeactivationTarget it set.
+MAX_EXEC_REASON = "DeactivatedDueToMaximumExecutionTimeExceeded"
+MAX_EXEC_MESSAGE = f"{DEACTIVATED_MESSAGE} due to exceeding the maximum execution time"
 
 
 def evaluate(p: Parts, w: Workload) -> None:
@@ -65,6 +69,15 @@ def _evict_deactivated(p: Parts, w: Workload) -> None:
     if info is None or info.assumed or w.evicted_reason is not None or p.ledger.deactivation_issued(w.key):
         return  # not holding quota, already evicted, or our own deactivation evicts it
     issue_eviction(p, w, info.cq, DEACTIVATED, DEACTIVATED_MESSAGE)
+
+
+def deactivate_expired(p: Parts, now: float) -> None:
+    """Kueue reconcileMaxExecutionTime: an admitted workload past its maximum execution time is
+    deactivated (then evicted, its quota released once its job stopped)."""
+    for info in p.book.pop_expired(now):
+        w = info.wl
+        if w.active and not w.finished and w.evicted_reason is None:
+            p.ledger.issue_deactivation(w, MAX_EXEC_REASON, MAX_EXEC_MESSAGE)
 
 
 def drain_if_needed(p: Parts, info: ReservedInfo) -> None:

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from . import check_rules
 from . import workload_sync as ws
 from .assignment import DEFERRED_FIT, FIT, NO_FIT, PREEMPT, Assignment
 from .decisions import AdmissionDecision, CycleResult, PreemptionDecision
@@ -280,7 +281,9 @@ def _preemption_message(p: Parts, e: Entry, t: Target) -> str:
 
 
 def _release_due(p: Parts, now: float) -> None:
-    """Phase 0: backoffs that ended, and trees where something freed capacity or changed quota."""
+    """Phase 0: backoffs that ended, and trees where something freed capacity or changed quota;
+    admitted workloads past their maximum execution time are deactivated."""
+    check_rules.deactivate_expired(p, now)
     tree = p.tree
     for info in p.book.pop_due(now):
         cq = tree.cq_for_lq(info.lq_key)

@@ -337,6 +337,7 @@ def workload(obj: api.Workload) -> Workload:
             ),
         )
     evicted = _true(conds, "Evicted")
+    admitted = _true(conds, "Admitted")
     requeue_at = None
     if status.requeue_state is not None:
         requeue_at = to_seconds(status.requeue_state.requeue_at)
@@ -363,7 +364,7 @@ def workload(obj: api.Workload) -> Workload:
         job_uid=meta.labels.get(JOB_UID_LABEL, ""),
         admission=admission,
         quota_reserved_time=to_seconds(reserved.last_transition_time) if reserved is not None else None,
-        admitted=_true(conds, "Admitted") is not None,
+        admitted=admitted is not None,
         finished=_true(conds, "Finished") is not None,
         evicted_reason=evicted.reason if evicted is not None else None,
         evicted_time=to_seconds(evicted.last_transition_time) if evicted is not None else None,
@@ -371,6 +372,9 @@ def workload(obj: api.Workload) -> Workload:
         admission_checks=tuple(
             AdmissionCheckState(name=c.name, state=c.state, message=c.message) for c in status.admission_checks
         ),
+        admitted_time=to_seconds(admitted.last_transition_time) if admitted is not None else None,
+        max_execution_s=spec.maximum_execution_time_seconds,
+        past_execution_s=status.accumulated_past_execution_time_seconds or 0,
     )
 
 

@@ -75,6 +75,8 @@ def apply_workload(p: Parts, w: Workload) -> None:
     _sync_reservation(p, w)
     _sync_pending(p, w)
     check_rules.evaluate(p, w)
+    if w.key in p.book.reserved:
+        p.book.push_deadline(w)
 
 
 def delete_workload(p: Parts, key: str) -> None:

@@ -100,13 +100,14 @@ class World:
                 admission=Admission(cluster_queue=d.cluster_queue, pod_sets=d.pod_sets),
                 quota_reserved_time=self.now,
                 admitted=d.admitted,
+                admitted_time=self.now if d.admitted else None,
                 evicted_reason=None,
                 evicted_time=None,
                 admission_checks=tuple(AdmissionCheckState(name=c) for c in d.admission_checks),
             )
             self.messages[d.workload] = d.message
         for c in r.checks_ready:
-            self.update(c.workload, admitted=True)
+            self.update(c.workload, admitted=True, admitted_time=self.now)
         for p in r.preemptions:
             self.evictions[p.victim] = self.evictions.get(p.victim, 0) + 1
             self.preemption_reasons[p.victim] = p.reason
@@ -127,10 +128,14 @@ class World:
         keys, self._to_release = self._to_release, []
         for key in keys:
             if key in self.records:
+                rec = self.records[key]
+                ran = int(self.now - rec.admitted_time) if rec.admitted and rec.admitted_time is not None else 0
                 self.update(
                     key,
                     admission=None,
                     admitted=False,
+                    admitted_time=None,
+                    past_execution_s=rec.past_execution_s + ran,
                     quota_reserved_time=None,
                     admission_checks=tuple(AdmissionCheckState(name=c.name) for c in self.records[key].admission_checks),
                 )
