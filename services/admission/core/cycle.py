@@ -181,7 +181,18 @@ class Cycle:
             e.reason = "WaitingForPreemptedWorkloads"
             self._issue_preemptions(e)
             return
+        if self._pods_not_ready():
+            e.message = "waiting for all admitted workloads to be in PodsReady condition"
+            e.reason = e.requeue_reason = "WaitingForPodsReady"
+            return
         self._admit(e)
+
+    def _pods_not_ready(self) -> bool:
+        """waitForPodsReady.blockAdmission: a workload holding quota (ours of this cycle included)
+        does not have PodsReady=True, so nothing else is admitted (Kueue waitForPodsReadyIfNeeded)."""
+        if not self.p.config.block_admission:
+            return False
+        return any(not r.wl.pods_ready for r in self.p.book.reserved.values())
 
     def _to_reserve(self, e: Entry) -> dict[FR, int]:
         """Kueue quotaResourcesToReserve: hold what this queue could take without preempting."""

@@ -21,7 +21,13 @@ class EntryState(enum.Enum):
 
 # Why the entry goes back to its queue: decides whether it is retried at once or parked.
 RequeueReason = Literal[
-    "", "NamespaceMismatch", "NoFit", "PreemptionNoCandidates", "PendingPreemption", "FailedAfterNomination"
+    "",
+    "NamespaceMismatch",
+    "NoFit",
+    "PreemptionNoCandidates",
+    "PendingPreemption",
+    "FailedAfterNomination",
+    "WaitingForPodsReady",
 ]
 IMMEDIATE_BEST_EFFORT: frozenset[RequeueReason] = frozenset({"FailedAfterNomination", "PendingPreemption"})
 

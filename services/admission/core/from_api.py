@@ -159,7 +159,9 @@ def scheduler_config(kueue: KueueConfig) -> SchedulerConfig:
     timestamp = _TIMESTAMPS.get(given)
     if timestamp is None:
         raise InvalidEvent(f"waitForPodsReady.requeuingStrategy.timestamp: unsupported value {given!r}")
-    return SchedulerConfig(fair_sharing=fair, requeuing_timestamp=timestamp)
+    wfpr = kueue.wait_for_pods_ready
+    block = wfpr is not None and wfpr.enable and wfpr.block_admission
+    return SchedulerConfig(fair_sharing=fair, requeuing_timestamp=timestamp, block_admission=block)
 
 
 _STRATEGIES: dict[str, FairSharingStrategy] = {s: s for s in get_args(FairSharingStrategy)}
@@ -375,6 +377,7 @@ def workload(obj: api.Workload) -> Workload:
         admitted_time=to_seconds(admitted.last_transition_time) if admitted is not None else None,
         max_execution_s=spec.maximum_execution_time_seconds,
         past_execution_s=status.accumulated_past_execution_time_seconds or 0,
+        pods_ready=_true(conds, "PodsReady") is not None,
     )
 
 

@@ -183,6 +183,8 @@ def _update_in_place(p: Parts, info: ReservedInfo, new: ReservedInfo) -> None:
         new.assumed,
         new.reserved_time,
     )
+    if info.wl.pods_ready != new.wl.pods_ready:
+        _pods_ready_changed(p)
     cq = p.tree.cqs.get(info.cq)
     if cq is not None and cq.workloads.get(info.key) is info and info.admitted != new.admitted:
         sign = 1 if new.admitted else -1
@@ -238,8 +240,17 @@ def add_reserved(p: Parts, info: ReservedInfo) -> None:
     _attach(p, cq, info, count_lq=True)
 
 
+def _pods_ready_changed(p: Parts) -> None:
+    """With blockAdmission, admission anywhere waits on every reserving workload's PodsReady."""
+    if p.config.block_admission:
+        p.tree.bump_global()
+        p.tree.requeue_all()
+
+
 def release_reserved(p: Parts, key: str, notify: bool) -> None:
     info = p.book.pop_reserved(key)
+    if not info.wl.pods_ready:
+        _pods_ready_changed(p)
     cq = p.tree.cqs.get(info.cq)
     if cq is None or cq.workloads.get(key) is not info:
         p.book.drop_orphan(info.cq, key)
