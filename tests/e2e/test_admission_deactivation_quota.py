@@ -33,7 +33,7 @@ pytestmark = pytest.mark.e2e
 def _running_cpu(kubesim: str) -> tuple[int, set[str]]:
     """cpu (milli) of the pods in namespace demo that have not terminated, and their jobs."""
     url = f"{kubesim}/clusters/manager/api/v1/namespaces/demo/pods"
-    with urllib.request.urlopen(url, timeout=5) as resp:  # noqa: S310 - a local test server
+    with urllib.request.urlopen(url, timeout=5) as resp:
         pods = json.load(resp)["items"]
     total, jobs = 0, set()
     for pod in pods:

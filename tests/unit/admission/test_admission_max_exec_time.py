@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import msgspec
 import pytest
-from admission_builders import cq, wl
+from admission_builders import cq, flavor, lq, wl
 from admission_world import World, world
 
-from services.admission.core import AdmissionCheck, SchedulerState, Workload
+from services.admission.core import AdmissionCheck, Namespace, SchedulerState, Workload
 
 REASON = "DeactivatedDueToMaximumExecutionTimeExceeded"
 MESSAGE = "The workload is deactivated due to exceeding the maximum execution time"
@@ -59,11 +59,8 @@ def test_the_deadline_survives_a_restart() -> None:
     w.apply(job("a", 10))
     w.settle(1.0)
     fresh = SchedulerState()  # a new leader replays the mirror
-    for obj in [*w.state.cqs.values()]:
-        fresh.apply(obj.spec)
-    from admission_builders import flavor, lq
-    from services.admission.core import Namespace
-    for obj in (Namespace(name="default"), flavor("default"), lq("default/cq", "cq"), w.records["default/a"]):
+    for obj in (Namespace(name="default"), flavor("default"), w.state.cqs["cq"].spec, lq("default/cq", "cq"),
+                w.records["default/a"]):
         fresh.apply(obj)
     assert fresh.next_wakeup() == 11.0
     assert fresh.schedule(10.9).deactivations == ()

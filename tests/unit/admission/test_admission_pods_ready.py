@@ -5,6 +5,9 @@ requeuingStrategy.timestamp in the queue order."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import msgspec
 import pytest
 from admission_builders import cq, wl
 from admission_world import World, world
@@ -67,7 +70,7 @@ def _finish(w: World) -> None:
     pytest.param(_deletion, id="deletion"),
     pytest.param(_finish, id="finished"),
 ])
-def test_what_unblocks(unblock) -> None:  # type: ignore[no-untyped-def]
+def test_what_unblocks(unblock: Callable[[World], None]) -> None:
     w = two_queues()
     w.apply(job("a", "cq-a"))
     w.apply(job("b", "cq-b", at=1.0))
@@ -122,15 +125,11 @@ def test_preemption_is_not_blocked() -> None:
 def test_queue_order_timestamp(reason: str | None, timestamp: str, want: float) -> None:
     w = wl("default/w").queue("q").at(10.0).pods("main", 1, cpu="1").obj()
     if reason is not None:
-        import msgspec
-
         w = msgspec.structs.replace(w, evicted_reason=reason, evicted_time=50.0)
     assert order_timestamp(w, timestamp) == want
 
 
 def test_requeue_at_holds_a_workload_back_until_then() -> None:
-    import msgspec
-
     w = world(cq("cq").flavor("default", cpu="4").obj())
     w.apply(msgspec.structs.replace(job("a", "cq"), requeue_at=30.0))
     w.apply(job("b", "cq", at=1.0))
