@@ -42,6 +42,7 @@ def scheduler_config(config: Config) -> SchedulerConfig:
         raw["fair_sharing"] = {"preemption_strategies": list(k.fair_sharing.preemption_strategies)}
     if k.wait_for_pods_ready is not None:
         raw["requeuing_timestamp"] = k.wait_for_pods_ready.requeuing_strategy.timestamp
+        raw["block_admission"] = k.wait_for_pods_ready.enable and k.wait_for_pods_ready.block_admission
     try:
         return msgspec.convert(raw, SchedulerConfig)
     except msgspec.ValidationError as e:

@@ -19,7 +19,7 @@ from kq.api.kueue import (
     Workload,
     WorkloadSchedulingStatsEviction,
 )
-from kq.api.meta import Condition, condition_is_true, find_condition
+from kq.api.meta import Condition, condition_is_true, find_condition, parse_time
 
 MAX_CONDITION_MESSAGE = 32 * 1024  # api.TruncateConditionMessage
 DEACTIVATED_DUE_TO = f"{k.REASON_DEACTIVATED}DueTo"
@@ -194,11 +194,23 @@ def _sync_admitted_after_release(conds: tuple[Condition, ...], wl: Workload, now
     )
 
 
+def _accumulated_after_release(wl: Workload, now: str) -> int | None:
+    """SyncAdmittedCondition: Admitted turning False adds this admission's whole seconds to
+    status.accumulatedPastExecutionTimeSeconds (max-exec-time counts every admission)."""
+    admitted = find_condition(wl.status.conditions, k.WORKLOAD_ADMITTED)
+    past = wl.status.accumulated_past_execution_time_seconds
+    if admitted is None or admitted.status != "True" or not admitted.last_transition_time:
+        return past
+    ran = int((parse_time(now) - parse_time(admitted.last_transition_time)).total_seconds())
+    return (past or 0) + ran
+
+
 def unset_quota_reservation(wl: Workload, reason: str, message: str, now: str) -> Workload:
     """workload.UnsetQuotaReservationWithCondition."""
     conds = set_condition(wl.status.conditions, _cond(wl, k.WORKLOAD_QUOTA_RESERVED, "False", reason, message), now)
     conds = _sync_admitted_after_release(conds, wl, now)
-    return _with_conditions(wl, conds, admission=None)
+    return _with_conditions(wl, conds, admission=None,
+                            accumulated_past_execution_time_seconds=_accumulated_after_release(wl, now))
 
 
 def finish_eviction(wl: Workload, now: str) -> Workload:

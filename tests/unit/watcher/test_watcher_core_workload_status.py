@@ -108,3 +108,17 @@ def test_finish_eviction_releases_quota(reason: str, requeued: str) -> None:
 def test_finish_is_idempotent() -> None:
     wl = ws.finish(admitted(plain_workload()), k.FINISHED_SUCCEEDED, "ok", EARLIER)
     assert ws.finish(wl, k.FINISHED_FAILED, "later", NOW) is wl
+
+
+@pytest.mark.parametrize("past, want", [pytest.param(None, 10, id="first"), pytest.param(5, 15, id="adds-up")])
+def test_releasing_an_admitted_workload_accumulates_its_execution_time(past: int | None, want: int) -> None:
+    wl = admitted(plain_workload())  # Admitted since EARLIER, released at NOW: 10 s
+    wl = replace(wl, status=replace(wl.status, accumulated_past_execution_time_seconds=past))
+    out = ws.finish_eviction(ws.evict(wl, k.EVICTED_BY_PREEMPTION, "why", EARLIER), NOW)
+    assert out.status.accumulated_past_execution_time_seconds == want
+
+
+def test_releasing_a_reservation_that_was_never_admitted_adds_nothing() -> None:
+    wl = ws.set_quota_reservation(plain_workload(), admission(), EARLIER, admitted=False)
+    out = ws.finish_eviction(ws.evict(wl, k.EVICTED_BY_PREEMPTION, "why", EARLIER), NOW)
+    assert out.status.accumulated_past_execution_time_seconds is None
