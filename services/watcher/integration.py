@@ -15,10 +15,10 @@ from typing import Any
 from kq.api.constants import PREBUILT_WORKLOAD_LABEL
 from kq.api.core import Job
 from kq.api.kueue import Workload
+from kq.clock import SYSTEM_CLOCK, Clock, rfc3339_seconds
 from kq.kube import AlreadyExists, Conflict, KubeClient, KubeError, NotFound, Throttled
 from kq.obs import get_logger
 from services.watcher.apply import apply_action, read
-from services.watcher.clock import now_rfc3339
 from services.watcher.core import jobs as core
 from services.watcher.core.job_pods import owned_by
 from services.watcher.core.writes import Delete, Skip
@@ -30,8 +30,10 @@ NEEDED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass")
 
 class JobIntegration:
     def __init__(self, client: KubeClient, objects: ClusterObjects, *, workers: int, max_steps: int,
-                 retry_base_s: float = 0.2, retry_max_s: float = 5.0) -> None:
+                 retry_base_s: float = 0.2, retry_max_s: float = 5.0, clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client
+        self.clock = clock
+        self._timers: set[asyncio.Task[None]] = set()  # keys to look at again after a delay
         self.objects = objects
         self.workers = workers
         self.max_steps = max_steps
@@ -62,6 +64,10 @@ class JobIntegration:
         elif kind in ("resourceflavor", "workloadpriorityclass"):
             for job in self.objects.all("job"):  # a flavor or class may unblock any waiting job
                 self.mark(("job", job.metadata.namespace, job.metadata.name))
+
+    async def _mark_after(self, delay_s: float, key: WorkKey) -> None:
+        await self.clock.sleep(delay_s)
+        self.mark(key)
 
     def _workload_key(self, wl: Workload) -> WorkKey:
         ns = wl.metadata.namespace
@@ -112,7 +118,9 @@ class JobIntegration:
             if key in self._again or retry_in is not None:
                 self._again.discard(key)
                 if retry_in:
-                    asyncio.get_running_loop().call_later(retry_in, self.mark, key)
+                    timer = asyncio.create_task(self._mark_after(retry_in, key))
+                    self._timers.add(timer)
+                    timer.add_done_callback(self._timers.discard)
                 else:
                     self.mark(key)
 
@@ -128,7 +136,7 @@ class JobIntegration:
         if kind == "workload" and (ref := wl.metadata.controller_ref()) is not None and ref.kind != "Job":
             return None  # another integration's workload (JobSet, ...): not ours to drive
         for _ in range(self.max_steps):
-            now = now_rfc3339()
+            now = rfc3339_seconds(self.clock.now())
             if job is not None:
                 step = core.reconcile_job(job, wl, self.objects.flavors(), self.objects.priority_classes(), now)
             else:

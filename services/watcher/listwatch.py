@@ -16,6 +16,7 @@ from typing import Any
 
 import msgspec
 
+from kq.clock import SYSTEM_CLOCK, Clock
 from kq.kube import Gone, KubeClient, KubeError, NotFound, StreamBroken, Throttled
 from kq.mirror import SyncMarker
 from kq.obs import get_logger
@@ -40,6 +41,7 @@ class KindLoop:
         watch_timeout_s: float,
         retry_base_s: float,
         retry_max_s: float,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.client = client
         self.cluster = cluster
@@ -52,6 +54,7 @@ class KindLoop:
         self.watch_timeout_s = watch_timeout_s
         self.retry_base_s = retry_base_s
         self.retry_max_s = retry_max_s
+        self.clock = clock
         self.last_rv = ""
         self.lists = 0  # full lists done (tests watch re-lists)
         self.log = get_logger("kq.watcher.listwatch", cluster=cluster, kind=kind)
@@ -68,11 +71,11 @@ class KindLoop:
                 raise
             except NotFound as e:  # the kind is not served (no such CRD): look again later
                 self.log.warning("kind not served; retrying", error=str(e))
-                await asyncio.sleep(self.retry_max_s)
+                await self.clock.sleep(self.retry_max_s)
             except KubeError as e:
                 wait = max(e.retry_after, delay) if isinstance(e, Throttled) else delay
                 self.log.warning("list failed; retrying", error=str(e), delay_s=wait)
-                await asyncio.sleep(wait)
+                await self.clock.sleep(wait)
                 delay = min(delay * 2, self.retry_max_s)
 
     # --- list ---
@@ -134,7 +137,7 @@ class KindLoop:
             except KubeError as e:
                 wait = max(e.retry_after, delay) if isinstance(e, Throttled) else delay
                 self.log.warning("watch failed; retrying", error=str(e), delay_s=wait)
-                await asyncio.sleep(wait)
+                await self.clock.sleep(wait)
                 delay = min(delay * 2, self.retry_max_s)
 
     async def _event(self, etype: str, raw: bytes) -> None:
