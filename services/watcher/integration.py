@@ -25,7 +25,7 @@ from services.watcher.core.writes import Delete, Skip
 from services.watcher.objects import ClusterObjects
 
 WorkKey = tuple[str, str, str]  # ("job" | "workload", namespace, name)
-NEEDED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass")
+NEEDED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass", "priorityclass")
 
 
 class JobIntegration:
@@ -61,7 +61,7 @@ class JobIntegration:
             self.mark(("job", meta.namespace, meta.name))
         elif kind == "workload":
             self.mark(self._workload_key(obj))
-        elif kind in ("resourceflavor", "workloadpriorityclass"):
+        elif kind in ("resourceflavor", "workloadpriorityclass", "priorityclass"):
             for job in self.objects.all("job"):  # a flavor or class may unblock any waiting job
                 self.mark(("job", job.metadata.namespace, job.metadata.name))
 
@@ -138,7 +138,8 @@ class JobIntegration:
         for _ in range(self.max_steps):
             now = rfc3339_seconds(self.clock.now())
             if job is not None:
-                step = core.reconcile_job(job, wl, self.objects.flavors(), self.objects.priority_classes(), now)
+                step = core.reconcile_job(job, wl, self.objects.flavors(), self.objects.priority_classes(), now,
+                                          self.objects.pod_priority_classes())
             else:
                 assert wl is not None
                 step = core.reconcile_unowned_workload(wl, now)

@@ -20,6 +20,7 @@ from kq.clock import SYSTEM_CLOCK, Clock
 from kq.kube import Gone, KubeClient, KubeError, NotFound, StreamBroken, Throttled
 from kq.mirror import SyncMarker
 from kq.obs import get_logger
+from services.watcher.core.versions import already_held
 from services.watcher.mirror import MirrorIndex, MirrorPublisher, Record, head_decoder
 from services.watcher.objects import ClusterObjects
 
@@ -150,6 +151,10 @@ class KindLoop:
             self.last_rv = head.resource_version or self.last_rv
             return
         deleted = etype == "DELETED"
+        if not deleted and already_held(self.index.get((self.kind, head.namespace, head.name)), head.uid,
+                                        head.resource_version):
+            self.last_rv = head.resource_version
+            return  # listed already at this state or a newer one (see core/versions.py)
         await self._enqueue(Record(self.kind, head.namespace, head.name, head.uid, head.resource_version, deleted, raw))
         if self._typed:
             if deleted:
