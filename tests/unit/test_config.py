@@ -150,3 +150,17 @@ def test_bad_kueue_values_are_refused_at_load_naming_the_field(text: str, named:
                                            ("10us", 1e-5), ("+5m", 300)])
 def test_go_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
+
+
+def test_every_setting_is_documented_with_its_default() -> None:
+    import msgspec
+
+    from kq.config import NatsConfig
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    for cls in (Config, NatsConfig, WatcherConfig, AdmissionConfig, AdmissionTermConfig):
+        for f in msgspec.structs.fields(cls):
+            row = next((line for line in doc.splitlines() if line.startswith(f"| `{f.encode_name}` |")), None)
+            assert row is not None, f"{cls.__name__}.{f.encode_name} is not in docs/configuration.md"
+            if isinstance(f.default, (int, float)) and not isinstance(f.default, bool):
+                assert f"| `{f.default:g}` |" in row, (row, f.default)
