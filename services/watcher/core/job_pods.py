@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from typing import Final
 
 import msgspec
 from msgspec.structs import replace
@@ -40,7 +41,7 @@ _MAX_WORKLOAD_NAME = 253
 _JOB_KIND, _JOB_GROUP, _JOB_API_VERSION = "Job", "batch", "batch/v1"
 
 # spec.priorityClassRef of a Workload whose priority came from the pods' PriorityClass.
-POD_PRIORITY_GROUP = "scheduling.k8s.io"
+POD_PRIORITY_GROUP: Final = "scheduling.k8s.io"
 
 
 class PodSetInfo(msgspec.Struct, frozen=True, kw_only=True):
