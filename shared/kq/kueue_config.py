@@ -35,6 +35,39 @@ FIELD_USERS: dict[str, str] = {
     "integrations.frameworks": "watcher",
 }
 
+# Kueue's feature gates (pkg/features); kq acts on none of them, and refuses a name Kueue does not know.
+KUEUE_FEATURE_GATES = frozenset((
+    "AdmissionFairSharing", "AdmissionGatedBy", "AssignQueueLabelsForPods",
+    "CleanupProvisioningRequestsOnEviction", "ConcurrentAdmission", "CustomMetricLabels",
+    "DeferRayServiceFinalizationForRedisCleanup", "DisableWaitForPodsReady", "ElasticJobsViaWorkloadSlices",
+    "ElasticJobsViaWorkloadSlicesWithTAS", "FailureRecoveryPolicy", "FairSharingPreemptWithinNominal",
+    "FairSharingPrioritizeNonBorrowing", "FastQuotaReleaseInPodIntegration", "FinishOrphanedWorkloads",
+    "FlavorFungibility", "FlavorFungibilityPreserveScanProgress", "KueueDRAIntegration",
+    "KueueDRAIntegrationConsumableCapacity", "KueueDRAIntegrationExtendedResource",
+    "KueueDRAIntegrationPartitionableDevices", "KueueDRARejectWorkloadsWhenDRADisabled",
+    "LWSImmutableGroupSize", "LocalQueueMetrics", "ManagedJobsNamespaceSelectorAlwaysRespected",
+    "MetricForWorkloadCreationLatency", "MetricsForCohorts", "MultiKueue", "MultiKueueAdaptersForCustomJobs",
+    "MultiKueueClusterProfile", "MultiKueueIncrementalDispatcherConfig",
+    "MultiKueueIncrementalDispatcherRespectConfigOrder", "MultiKueueKubeConfigPathValidation",
+    "MultiKueueManagerQuotaAutomation", "MultiKueueOrchestratedPreemption", "MultiKueueRemoteSpecSync",
+    "PartialAdmission", "PodIntegrationValidateGroupOwner", "PrioritizePreemptorWorkloads", "PriorityBoost",
+    "PrioritySortingWithinCohort", "QuotaCheckStrategy", "ReclaimablePods",
+    "RecomputeAssignmentUponPreemptionTargetsOverlap", "RejectUpdatesToCQWithInvalidOnFlavors",
+    "RemoveFinalizersWithStrictPatch", "SchedulerLibraryIntegration", "SchedulingEquivalenceHashing",
+    "ShortWorkloadNames", "SkipAncestorCheckForDeletedWorkloads", "SkipReassignmentForPodOwnedWorkloads",
+    "SparkApplicationIntegration", "TASAssignmentsEncodingByHostnamePrefix", "TASBalancedPlacement",
+    "TASCacheNodeMatchResults", "TASCacheTopologyTree", "TASCachingRemainingResources",
+    "TASFailedNodeReplacement", "TASFailedNodeReplacementFailFast", "TASHandleOverlappingFlavors",
+    "TASMultiLayerTopology", "TASProfileMixed", "TASRecomputeAssignmentWithinSchedulingCycle",
+    "TASReplaceNodeDueToNotReadyOverFixedTime", "TASReplaceNodeOnNodeTaints",
+    "TASReplaceNodeOnPodTermination", "TASRespectNodeAffinityPreferred", "TASValidateWorkloadSliceSize",
+    "TLSOptions", "TopologyAwareScheduling", "UnadmittedWorkloadsExplicitStatus",
+    "UnadmittedWorkloadsObservability", "ValidateRayAndSparkJobUpdates", "VectorizedResourceRequests",
+    "VisibilityOnDemand", "WorkloadIdentifierAnnotations", "WorkloadPriorityClassDefaulting",
+    "WorkloadRequestUseMergePatch", "WorkloadValidateResourcesAreNonNegative",
+    "WorkloadValidationForPodSetMetadata",
+))
+
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _UNIT_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 
@@ -337,6 +370,9 @@ class KueueConfig(_K, frozen=True, kw_only=True):
             raise ValueError(f"apiVersion: {self.api_version!r} is not {V1BETA2} or {V1BETA1}")
         if self.kind is not None and self.kind != KIND:
             raise ValueError(f"kind: {self.kind!r} is not {KIND}")
+        unknown = sorted(set(self.feature_gates) - KUEUE_FEATURE_GATES)
+        if unknown:
+            raise ValueError(f"featureGates: unknown feature gate {', '.join(unknown)}")
         foreign = _V1BETA1_ONLY if self.api_version == V1BETA2 else _V1BETA2_ONLY if self.api_version == V1BETA1 else ()
         for name in foreign:
             if getattr(self, name) is not None:

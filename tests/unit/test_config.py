@@ -164,3 +164,8 @@ def test_every_setting_is_documented_with_its_default() -> None:
             assert row is not None, f"{cls.__name__}.{f.encode_name} is not in docs/configuration.md"
             if isinstance(f.default, (int, float)) and not isinstance(f.default, bool):
                 assert f"| `{f.default:g}` |" in row, (row, f.default)
+
+
+def test_an_unknown_feature_gate_is_refused_naming_it() -> None:
+    with pytest.raises(ConfigError, match="featureGates: unknown feature gate TopologyAwareSchedulin"):
+        parse_kueue_config("featureGates: {TopologyAwareSchedulin: true, PartialAdmission: true}")
