@@ -93,9 +93,13 @@ class JobIntegration:
     async def run(self) -> None:
         await self.ready.wait()
         self.log.info("job integration started", jobs=len(self.objects.all("job")))
-        async with asyncio.TaskGroup() as tg:
-            for i in range(self.workers):
-                tg.create_task(self._worker(), name=f"jobs-worker-{i}")
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for i in range(self.workers):
+                    tg.create_task(self._worker(), name=f"jobs-worker-{i}")
+        finally:
+            for timer in list(self._timers):  # looks again that will not happen now
+                timer.cancel()
 
     async def _worker(self) -> None:
         while True:
