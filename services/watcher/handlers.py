@@ -21,12 +21,12 @@ from typing import Any
 import msgspec
 
 from kq import subjects
+from kq.clock import rfc3339_seconds
 from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled, retry_delay
 from kq.messages import Command, CommandOutcome, Fence, command_decoder, outcome_of
 from kq.obs import get_logger
 from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Place, TemporaryError
 from services.watcher.apply import apply_action, read
-from services.watcher.clock import now_rfc3339
 from services.watcher.core.commands import STALE_EPOCH, plan_command, target_ref
 from services.watcher.core.writes import Refusal, Skip, Write
 from services.watcher.objects import ClusterObjects
@@ -158,13 +158,13 @@ class CommandExecutor:
 
     def _outcome(self, cmd: Command, applied: bool, reason: str, rv: str) -> CommandOutcome:
         # Plan reasons are the watcher's str constants; kq.messages.OutcomeReason lists their values.
-        return outcome_of(cmd, cluster=self.cluster, applied=applied, reason=reason,  # type: ignore[arg-type]
+        return outcome_of(cmd, cluster=self.cluster, applied=applied, reason=reason,  # type: ignore[arg-type]  # plan reasons are str constants whose values OutcomeReason lists
                           resource_version=rv)
 
     async def _apply(self, cmd: Command, max_epoch: int) -> CommandOutcome:
         ref = target_ref(cmd)
         if ref is None or isinstance(cmd, Fence) or cmd.epoch < max_epoch:
-            plan = plan_command(cmd, None, max_epoch, now_rfc3339())
+            plan = plan_command(cmd, None, max_epoch, rfc3339_seconds(self.bus.clock.now()))
             assert not isinstance(plan, Write), plan  # no target or a stale epoch: nothing to write
             return self._outcome(cmd, isinstance(plan, Skip), plan.reason, "")
         kind, ns, name = ref
@@ -174,7 +174,7 @@ class CommandExecutor:
             current = await self._read(kind, ns, name)
         wrote = False
         for _ in range(self.max_replans):
-            plan = plan_command(cmd, current, max_epoch, now_rfc3339())
+            plan = plan_command(cmd, current, max_epoch, rfc3339_seconds(self.bus.clock.now()))
             rv = current.metadata.resource_version if current is not None else ""
             if isinstance(plan, (Skip, Refusal)):
                 if not fresh and plan.reason != STALE_EPOCH:  # conclude only on the server's word

@@ -184,7 +184,7 @@ class MirrorPublisher:
                 raise
             except Exception as e:  # the bus is down or slow: keep the records, try again
                 self.log.warning("mirror publish failed; retrying", error=repr(e), delay_s=delay)
-                await asyncio.sleep(delay)
+                await self._bus.clock.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
     async def last_known(self, kind: str, namespace: str, name: str, uid: str, rv: str) -> bytes:

@@ -8,7 +8,7 @@ command whose epoch is older than the newest it has seen for that writer.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeAlias
 
 import msgspec
 
@@ -144,7 +144,7 @@ RefusalReason = Literal[
     "Rejected",  # the API server refused the write (400)
     "Forbidden",  # the API server refused the write (403)
 ]
-OutcomeReason = Union[AppliedReason, RefusalReason]
+OutcomeReason: TypeAlias = AppliedReason | RefusalReason
 
 
 class CommandOutcome(msgspec.Struct, frozen=True, kw_only=True):
@@ -162,7 +162,9 @@ class CommandOutcome(msgspec.Struct, frozen=True, kw_only=True):
     name: str = ""
 
 
-def outcome_of(cmd: Command, *, cluster: str, applied: bool, reason: OutcomeReason, resource_version: str = "") -> CommandOutcome:
+def outcome_of(
+    cmd: Command, *, cluster: str, applied: bool, reason: OutcomeReason, resource_version: str = ""
+) -> CommandOutcome:
     """The outcome of `cmd`, carrying what the command was about."""
     return CommandOutcome(command_id=cmd.id, cluster=cluster, writer=cmd.writer, epoch=cmd.epoch, applied=applied,
                           reason=reason, resource_version=resource_version, command=COMMAND_TYPE[type(cmd)],

@@ -452,7 +452,7 @@ def test_kind_info(name, kind):
 
 def test_registry_covers_every_kind():
     assert {i.kind for i in KINDS} == {
-        "Namespace", "Node", "Pod", "Secret", "Job", "JobSet", "ResourceFlavor", "ClusterQueue", "LocalQueue",
+        "Namespace", "Node", "Pod", "Secret", "PriorityClass", "Job", "JobSet", "ResourceFlavor", "ClusterQueue", "LocalQueue",
         "Cohort", "Topology", "AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster", "WorkloadPriorityClass",
         "Workload",
     }  # fmt: skip

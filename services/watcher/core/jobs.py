@@ -11,10 +11,12 @@ Follows pkg/controller/jobframework/reconciler.go ReconcileGenericJob.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from msgspec.structs import replace
 
 from kq.api import constants as k
-from kq.api.core import Job
+from kq.api.core import Job, PriorityClass
 from kq.api.kueue import ResourceFlavor, Workload, WorkloadPriorityClass
 from services.watcher.core import job_pods as jp
 from services.watcher.core import workload_status as ws
@@ -93,6 +95,7 @@ def reconcile_job(
     flavors: dict[str, ResourceFlavor],
     priority_classes: dict[str, WorkloadPriorityClass],
     now: str,
+    pod_priority_classes: Mapping[str, PriorityClass] | None = None,
 ) -> Action | Skip:
     """The next step for a Job and the Workload it controls (None when it has none); for a Job
     labelled with a prebuilt Workload, `wl` is the Workload of that name, whoever controls it."""
@@ -136,7 +139,7 @@ def reconcile_job(
         if jp.is_active(job):
             return Skip(reason="WaitingForPodsToStop")
         try:
-            new = jp.build_workload(job, priority_classes)
+            new = jp.build_workload(job, priority_classes, pod_priority_classes)
         except jp.WorkloadBuildError as e:
             return Skip(reason=f"CannotCreateWorkload: {e}")
         return Create(kind="workload", namespace=new.metadata.namespace, name=new.metadata.name,

@@ -70,6 +70,8 @@ KINDS: tuple[KindInfo, ...] = (
              type=core.Node, has_status=True, short_names=("no",)),
     KindInfo(kind="Pod", group="", version="v1", plural="pods", namespaced=True,
              type=core.Pod, has_status=True, short_names=("po",)),
+    KindInfo(kind="PriorityClass", group="scheduling.k8s.io", version="v1", plural="priorityclasses",
+             namespaced=False, type=core.PriorityClass, has_status=False, short_names=("pc",)),
     KindInfo(kind="Secret", group="", version="v1", plural="secrets", namespaced=True,
              type=core.Secret, has_status=False),
     KindInfo(kind="Job", group="batch", version="v1", plural="jobs", namespaced=True,

@@ -22,6 +22,7 @@ from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from opentelemetry.trace import NoOpTracerProvider, Tracer, TracerProvider
 
+from kq.clock import SYSTEM_CLOCK, Clock
 from kq.config import NatsConfig
 from kq.obs import get_logger, inject_context
 from kq.runtime import consume as _consume
@@ -74,8 +75,10 @@ class Bus:
         tracer_provider: TracerProvider | None = None,
         publish_timeout_s: float = 5.0,
         publish_attempts: int = 4,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.nc = nc
+        self.clock = clock  # every timed wait of this process's bus code (retries, backoff)
         self.js: JetStreamContext = nc.jetstream(timeout=publish_timeout_s)
         self.config = config
         self.name = name
@@ -177,7 +180,7 @@ class Bus:
                 if attempt == self.publish_attempts:
                     raise
                 self.log.warning("publish retry", subject=subject, attempt=attempt, error=repr(e))
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
                 delay = min(delay * 3, 2.0)
         raise AssertionError("unreachable")
 

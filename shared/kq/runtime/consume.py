@@ -9,16 +9,15 @@ the message is nak'ed, so nothing is dropped silently.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Coroutine, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from nats.js import api
 from opentelemetry.trace import Link, get_current_span
 
 from kq import subjects
+from kq.clock import SYSTEM_CLOCK, Clock, rfc3339_millis
 from kq.obs import consumer_span, extract_context
 from kq.runtime.delivery import Delivery
 from kq.runtime.errors import Action, DeadLetter, Outcome, classify
@@ -61,8 +60,8 @@ def durable_config(
     )
 
 
-def now_rfc3339() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def now_rfc3339(clock: Clock = SYSTEM_CLOCK) -> str:
+    return rfc3339_millis(clock.now())
 
 
 async def settle(bus: Bus, d: Delivery, outcome: Outcome) -> None:
@@ -84,7 +83,7 @@ async def settle(bus: Bus, d: Delivery, outcome: Outcome) -> None:
         deliveries=d.deliveries,
         error_type=outcome.error_type,
         error=outcome.error,
-        at=now_rfc3339(),
+        at=now_rfc3339(bus.clock),
         headers=dict(d.headers),
         data=d.data,
     )
@@ -196,7 +195,7 @@ async def _pull_loop(
                 batches.start(process(deliveries))
         except ConsumerGone as e:
             bus.log.warning("consumer gone; re-creating", consumer=durable, stream=stream, reason=str(e))
-            await asyncio.sleep(0.5)
+            await bus.clock.sleep(0.5)
         finally:
             await batches.close()
             await pull.stop(nak_buffered=True)

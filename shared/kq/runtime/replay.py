@@ -129,7 +129,7 @@ class Replay:
                     outcome = classify(e)
                     if outcome.action is Action.NAK:
                         self._bus.log.warning("replay handler will retry", subject=d.subject, error=outcome.error)
-                        await asyncio.sleep(outcome.delay_s)
+                        await self._bus.clock.sleep(outcome.delay_s)
                         continue
                     self._bus.log.error(
                         "replay handler failed; dead-lettered and skipped",
@@ -143,7 +143,7 @@ class Replay:
         bus = self._bus
         letter = DeadLetter(
             service=bus.name, instance=bus.instance, consumer="replay", stream=d.stream, stream_seq=d.stream_seq,
-            subject=d.subject, deliveries=d.deliveries, error_type=error_type, error=error, at=now_rfc3339(),
+            subject=d.subject, deliveries=d.deliveries, error_type=error_type, error=error, at=now_rfc3339(bus.clock),
             headers=dict(d.headers), data=d.data,
         )
         await bus.publish(subjects.dead_letter_subject(bus.name), letter,

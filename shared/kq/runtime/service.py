@@ -22,7 +22,8 @@ from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
-from kq.config import Config, ConfigError, load_config
+from kq.config import Config, ConfigError, load_config, unused_fields
+from kq.installed import installed_services
 from kq.obs import ObservabilityError, get_logger, setup_observability
 from kq.runtime import eventloop
 from kq.runtime.bus import Bus
@@ -68,6 +69,8 @@ async def serve(
         await bus.ensure_streams()
         await health.start()
         log.info("service started", nats=config.nats.url)
+        if unused := unused_fields(config.kueue, installed_services()):
+            log.info("kueue configuration fields kq does not use", fields=unused)
 
         async def until_stopped() -> None:
             await stop.wait()

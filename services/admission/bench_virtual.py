@@ -1,5 +1,8 @@
 """`kq bench --virtual-time`: the admission core alone, as a discrete-event simulation.
 
+It lives beside the core it drives (kq never imports `services`); `kq bench` finds it by name
+(kq.bench.cli.VIRTUAL_BENCH). It is kq's one virtual-time simulator of the admission core.
+
 No bus, no API server, no processes: the plan's objects go straight into
 `SchedulerState` (converted by the admission core's own from_api, so the core sees what the
 live service would), and a virtual clock (ms) moves from one event to the next:
