@@ -30,6 +30,7 @@ DEACTIVATED_MESSAGE = "The workload is deactivated"
 # of the DeactivationTarget it set.
 MAX_EXEC_REASON = "DeactivatedDueToMaximumExecutionTimeExceeded"
 MAX_EXEC_MESSAGE = f"{DEACTIVATED_MESSAGE} due to exceeding the maximum execution time"
+CHECK_REJECTED_REASON = "DeactivatedDueToAdmissionCheck"
 
 
 def evaluate(p: Parts, w: Workload) -> None:
@@ -41,7 +42,8 @@ def evaluate(p: Parts, w: Workload) -> None:
         return
     rejected = [c for c in w.admission_checks if c.state == "Rejected"]
     if rejected and w.evicted_reason is None:
-        p.ledger.issue_deactivation(w, "AdmissionCheck", checks_message(rejected, "Rejected"))
+        message = f"{DEACTIVATED_MESSAGE} due to {checks_message(rejected, 'Rejected')}"
+        p.ledger.issue_deactivation(w, CHECK_REJECTED_REASON, message)
         return
     info = p.book.reserved.get(key)
     if info is None or info.assumed:

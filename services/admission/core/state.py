@@ -108,7 +108,7 @@ class SchedulerState:
             wake = self.next_wakeup()
             if wake is not None and wake <= now:
                 return True
-        return any(True for _ in p.tree.schedulable())
+        return p.tree.any_schedulable()
 
     def has_status_changes(self) -> bool:
         """Queue statuses to compute and, where they changed, report (see schedule's report_status)."""

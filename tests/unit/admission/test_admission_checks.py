@@ -69,7 +69,8 @@ def test_rejected_deactivates() -> None:
     w.set_checks("default/w", prov="Rejected")
     r = w.step(2.0)
     assert [(d.workload, d.reason, d.message) for d in r.deactivations] == [
-        ("default/w", "AdmissionCheck", 'AdmissionCheck in Rejected state: "prov"')
+        ("default/w", "DeactivatedDueToAdmissionCheck",
+         'The workload is deactivated due to AdmissionCheck in Rejected state: "prov"')
     ]
     w.settle(2.0)
     assert w.status("default/w") == "deactivated"

@@ -131,7 +131,7 @@ def _checked_world() -> World:
     pytest.param(_preempt, False, "Preempted", "default/high", id="preemption"),
     pytest.param(_drain, False, "ClusterQueueStopped", None, id="stop-policy"),
     pytest.param(_retry, True, "AdmissionCheck", "default/a", id="admission-check-retry"),
-    pytest.param(_reject, True, "AdmissionCheck", None, id="admission-check-rejected"),
+    pytest.param(_reject, True, "DeactivatedDueToAdmissionCheck", None, id="admission-check-rejected"),
     pytest.param(_deactivate, False, "Deactivated", None, id="deactivation"),
 ])
 def test_every_eviction_kind_holds_the_quota_until_released(trigger: Callable[[World], None], checked: bool,
