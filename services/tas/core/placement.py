@@ -33,6 +33,7 @@ class Params(NamedTuple):
 class NoFit(NamedTuple):
     fitted: int  # slices (or leaders) that fit
     wanted: int
+    empty_level: int | None = None  # the level has no domain at all
 
 
 class Assignment(NamedTuple):
@@ -99,7 +100,7 @@ def _find_level(tree: CapacityTree, state: State, p: Params, level: int) -> tupl
         return _find_level_fast(tree, state, p, level)
     domains = list(tree.by_level[level].values())
     if not domains:
-        return NoFit(0, p.count // p.slice_size)
+        return NoFit(0, p.count // p.slice_size, level)
     ordered = _sorted_with_leader(tree, state, domains, p.least_free)
     top = ordered[0]
     wanted = p.count // p.slice_size
@@ -163,7 +164,7 @@ def _find_level_fast(tree: CapacityTree, state: State, p: Params, level: int) ->
     assert agg is not None
     wanted = p.count // p.slice_size
     if not tree.by_level[level]:
-        return NoFit(0, wanted)
+        return NoFit(0, wanted, level)
     if p.least_free:
         d = agg.first_at_least(level, wanted)
         if d is not None:

@@ -189,12 +189,15 @@ class TasSolver:
         for i, ps in enumerate(pod_sets):
             groups.setdefault(ps.group if ps.group is not None else f"\x00{i}", []).append(ps)
         out: list[PodSetPlacement] = []
-        for members in groups.values():
+        last = len(groups) - 1
+        for g, members in enumerate(groups.values()):
             result = self._place_group(tree, members)
             if isinstance(result, PlacementFailure):
                 return result
-            for placed in result:
-                out.append(placed)
+            out.extend(result)
+            if g == last:
+                break
+            for placed in result:  # later groups see what this one takes (Kueue's assumedUsage)
                 req = next(ps for ps in members if ps.name == placed.pod_set)
                 for d in placed.domains:
                     leaf = tree.leaf_of(d.values)
@@ -242,6 +245,10 @@ class TasSolver:
         return placed
 
     def _no_fit(self, tree: CapacityTree, ps: PodSetRequest, params: Params, nf: NoFit) -> PlacementFailure:
+        if nf.empty_level is not None:
+            return PlacementFailure(flavor=tree.flavor.name, pod_set=ps.name, kind="NoFit",
+                                    message=f"no topology domains at level: {tree.levels[nf.empty_level]}",
+                                    level=tree.levels[nf.empty_level])
         level = tree.levels[params.level] if params.required else None
         message = not_fit_message(tree, shape_of(ps), nf.fitted, nf.wanted, params.slice_size, level)
         return PlacementFailure(flavor=tree.flavor.name, pod_set=ps.name, kind="NoFit", message=message,

@@ -130,8 +130,9 @@ class CapacityTree:
         self._leaf_changed(leaf)
 
     def _leaf_changed(self, leaf: int) -> None:
+        # views catch up when next used: repeated changes to a leaf cost one update
         for view in self._views.values():
-            view.leaf_changed(leaf)
+            view.pending.add(leaf)
 
     # --- capacity ---
 
@@ -170,4 +171,5 @@ class CapacityTree:
                 self._views.popitem(last=False)
         else:
             self._views.move_to_end(shape)
+            view.catch_up()
         return view

@@ -38,6 +38,19 @@ def count_in(free: dict[str, int], requests: tuple[tuple[str, int], ...]) -> int
     return max(best, 0)
 
 
+def _limiting(free: dict[str, int], requests: tuple[tuple[str, int], ...]) -> str:
+    return min(requests, key=lambda rv: (free.get(rv[0], 0) // rv[1], rv[0]))[0]
+
+
+def _why_not(tree: CapacityTree, node: NodeInfo, shape: Shape) -> str:
+    for t in node.taints:
+        if t.effect == "PreferNoSchedule":
+            continue
+        if not any(x.tolerates(t) for x in shape.tolerations + tree.flavor.tolerations):
+            return "taint " + (f"{t.key}={t.value}:{t.effect}" if t.value else f"{t.key}:{t.effect}")
+    return "nodeSelector"
+
+
 class SliceCounts:
     """Slices of `size` pods within one domain of `level`, summed above that level."""
 
@@ -132,6 +145,9 @@ class ShapeCounts:
         self.tree = tree
         self.shape = shape
         self._eligible: dict[str, tuple[NodeInfo, bool]] = {}
+        # why leaves hold no pod (for the "doesn't fit" message), kept as tallies
+        self.reason: dict[int, tuple[int, str | None]] = {}
+        self.tally: dict[str, int] = {}
         n = len(tree.dvalues)
         self.pod = [0] * n
         for d in tree.by_level[tree.last].values():
@@ -140,6 +156,13 @@ class ShapeCounts:
             for d in tree.by_level[lv].values():
                 self.pod[d] = sum(self.pod[c] for c in tree.dchildren[d])
         self.slices: dict[tuple[int, int], SliceCounts] = {}
+        self.pending: set[int] = set()  # leaves changed since the view was last used
+
+    def catch_up(self) -> None:
+        if self.pending:
+            for leaf in sorted(self.pending):
+                self.leaf_changed(leaf)
+            self.pending.clear()
 
     def eligible(self, node: NodeInfo) -> bool:
         cached = self._eligible.get(node.name)
@@ -150,24 +173,48 @@ class ShapeCounts:
         return ok
 
     def leaf_count(self, leaf: int) -> int:
+        count, total, why = self._leaf_count(leaf)
+        old = self.reason.get(leaf)
+        new = (total, why)
+        if old != new:
+            tally = self.tally
+            if old is not None:
+                tally["total"] -= old[0]
+                if old[1] is not None:
+                    tally[old[1]] -= 1
+            tally["total"] = tally.get("total", 0) + total
+            if why is not None:
+                tally[why] = tally.get(why, 0) + 1
+            self.reason[leaf] = new
+        return count
+
+    def _leaf_count(self, leaf: int) -> tuple[int, int, str | None]:
+        """(pods that fit, nodes it counts as, why none fits when it counts)."""
         tree = self.tree
         names = tree.leaf_nodes.get(leaf)
         if not names:
-            return 0
+            return 0, 0, None
         if len(names) > 1:
-            return count_in(tree.leaf_free(leaf, self.shape), self.shape.requests)
+            free = tree.leaf_free(leaf, self.shape)
+            c = count_in(free, self.shape.requests)
+            return c, 1, (None if c else "resource " + _limiting(free, self.shape.requests))
         node = tree.nodes[names[0]]
+        if not node.ready or node.unschedulable:
+            return 0, 0, None
         if not self.eligible(node):
-            return 0
+            return 0, 1, _why_not(tree, node, self.shape)
         alloc = node.allocatable
         used = tree.node_used.get(node.name, _EMPTY)
         held = tree.leaf_held.get(leaf, _EMPTY)
         best = -1
+        limit = ""
         for r, v in self.shape.requests:
             c = (alloc.get(r, 0) - used.get(r, 0) - held.get(r, 0)) // v
             if best < 0 or c < best:
-                best = c
-        return max(best, 0)
+                best, limit = c, r
+        if best <= 0:
+            return 0, 1, "resource " + limit
+        return best, 1, None
 
     def slice_counts(self, level: int, size: int) -> SliceCounts:
         key = (level, size)
@@ -180,6 +227,16 @@ class ShapeCounts:
         self.pod.append(0)
         for agg in self.slices.values():
             agg.add_domain(d)
+
+    def exclusions(self) -> tuple[int, list[str]]:
+        """Nodes considered and why some hold no pod, as Kueue words it."""
+        reasons = []
+        for why, n in self.tally.items():
+            if why == "total" or n == 0:
+                continue
+            kind, _, what = why.partition(" ")
+            reasons.append(f"nodeSelector: {n}" if why == "nodeSelector" else f'{kind} "{what}": {n}')
+        return self.tally.get("total", 0), sorted(reasons)
 
     def leaf_changed(self, leaf: int) -> None:
         new = self.leaf_count(leaf)
