@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = ["Shape", "ShapeCounts", "SliceCounts"]
 
 _EMPTY: dict[str, int] = {}
+_NONE = 1 << 62  # more pods than any node holds
 _Key = tuple[int, int, tuple[str, ...], int]
 
 
@@ -30,12 +31,12 @@ class Shape(NamedTuple):
 
 
 def count_in(free: dict[str, int], requests: tuple[tuple[str, int], ...]) -> int:
-    best = -1
+    best = _NONE
     for r, v in requests:
         c = free.get(r, 0) // v
-        if best < 0 or c < best:
+        if c < best:
             best = c
-    return max(best, 0)
+    return max(best, 0) if best != _NONE else 0
 
 
 def _limiting(free: dict[str, int], requests: tuple[tuple[str, int], ...]) -> str:
@@ -206,11 +207,11 @@ class ShapeCounts:
         alloc = node.allocatable
         used = tree.node_used.get(node.name, _EMPTY)
         held = tree.leaf_held.get(leaf, _EMPTY)
-        best = -1
+        best = _NONE
         limit = ""
         for r, v in self.shape.requests:
             c = (alloc.get(r, 0) - used.get(r, 0) - held.get(r, 0)) // v
-            if best < 0 or c < best:
+            if c < best:
                 best, limit = c, r
         if best <= 0:
             return 0, 1, "resource " + limit
