@@ -40,7 +40,8 @@ def replace_node(solver: TasSolver, workload: str, ps: PodSetRequest,
     if lost == 0:
         return solver._result(tree, ps, [(tree.by_level[tree.last][d.values], d.count) for d in current]), ()
     for h in kept:
-        if tree.leaf_of(h.values) is None or h.values[-1] not in tree.nodes:
+        leaf = tree.leaf_of(h.values)
+        if leaf is None or not tree.leaf_nodes.get(leaf):
             return _fail(tree.flavor.name, ps, "Cannot replace the node, because the existing topologyAssignment is "
                          f"invalid, as it contains the stale domain {h.values[-1]}")
     restrict: int | None = None

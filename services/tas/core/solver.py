@@ -142,9 +142,7 @@ class TasSolver:
         if tree is None:
             return
         for ps in record.pod_sets:
-            leaf = tree.leaf_of(ps.values)
-            if leaf is not None:
-                tree.add_held(leaf, _scaled(ps.requests, ps.count), sign)
+            tree.add_held_at(ps.values, _scaled(ps.requests, ps.count), sign)
 
     @staticmethod
     def held_pod_sets(placement: Placement, pod_sets: Sequence[PodSetRequest]) -> tuple[HeldPodSet, ...]:

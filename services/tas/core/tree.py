@@ -39,6 +39,7 @@ class CapacityTree:
         self.node_leaf: dict[str, int] = {}
         self.node_used: dict[str, Amounts] = {}
         self.leaf_held: dict[int, Amounts] = {}
+        self.orphan_held: dict[tuple[str, ...], Amounts] = {}  # held on leaves not (yet) known
         self._views: OrderedDict[Shape, ShapeCounts] = OrderedDict()
 
     # --- structure ---
@@ -64,6 +65,8 @@ class CapacityTree:
         siblings = self.dchildren[parent] if parent >= 0 else self.roots
         siblings.append(d)
         siblings.sort(key=self.dvalues.__getitem__)
+        if level == self.last and values in self.orphan_held:
+            self.leaf_held[d] = self.orphan_held.pop(values)
         for view in self._views.values():
             view.add_domain(d)
         return d
@@ -122,6 +125,18 @@ class CapacityTree:
         leaf = self.node_leaf.get(node)
         if leaf is not None:
             self._leaf_changed(leaf)
+
+    def add_held_at(self, values: tuple[str, ...], amounts: Amounts, sign: int) -> None:
+        """Held capacity by leaf values; kept aside until such a leaf exists."""
+        leaf = self.leaf_of(values)
+        if leaf is not None:
+            self.add_held(leaf, amounts, sign)
+            return
+        held = self.orphan_held.setdefault(values, {})
+        for r, v in amounts.items():
+            held[r] = held.get(r, 0) + sign * v
+        if not any(held.values()):
+            del self.orphan_held[values]
 
     def add_held(self, leaf: int, amounts: Amounts, sign: int) -> None:
         held = self.leaf_held.setdefault(leaf, {})
