@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import msgspec
+
 from kq.api.core import Node, Taint, Toleration
 from kq.api.kueue import ResourceFlavor, Topology
 from kq.api.workload import PodSet
@@ -28,7 +30,7 @@ class TopologyRequestError(ValueError):
 
 def amounts(resources: Mapping[str, object]) -> dict[str, int]:
     """A ResourceList in Kueue's integer view (milli-CPU, whole units otherwise)."""
-    return {r: resource_amount(r, q) for r, q in resources.items()}  # type: ignore[arg-type]
+    return {r: resource_amount(r, str(q)) for r, q in resources.items()}
 
 
 def amounts_from_milli(milli: Mapping[str, int]) -> dict[str, int]:
@@ -75,11 +77,11 @@ def podset_request(pod_set: PodSet, requests: dict[str, int], *, implied: bool =
     """
     tr = pod_set.topology_request
     spec = pod_set.template.spec
-    common = {"name": pod_set.name, "count": pod_set.count, "requests": requests,
-              "tolerations": tuple(toleration_spec(t) for t in spec.tolerations),
-              "node_selector": dict(spec.node_selector)}
+    base = PodSetRequest(name=pod_set.name, count=pod_set.count, requests=requests, mode="implied",
+                         tolerations=tuple(toleration_spec(t) for t in spec.tolerations),
+                         node_selector=dict(spec.node_selector))
     if tr is None:
-        return PodSetRequest(mode="implied", **common) if implied else None  # type: ignore[arg-type]
+        return base if implied else None
     at = f"{where}.topologyRequest"
     chosen = [n for n, v in (("required", tr.required), ("preferred", tr.preferred),
                              ("unconstrained", tr.unconstrained or None)) if v is not None]
@@ -103,12 +105,16 @@ def podset_request(pod_set: PodSet, requests: dict[str, int], *, implied: bool =
     group = tr.pod_set_group_name
     if not chosen:
         if slice_level is not None:
-            return PodSetRequest(mode="slices-only", slice_level=slice_level, slice_size=slice_size, group=group,
-                                 **common)  # type: ignore[arg-type]
+            return msgspec.structs.replace(base, mode="slices-only", slice_level=slice_level,
+                                           slice_size=slice_size, group=group)
         if implied or group is not None:
-            return PodSetRequest(mode="implied", group=group, **common)  # type: ignore[arg-type]
+            return msgspec.structs.replace(base, group=group)
         return None
-    mode = chosen[0]
-    level = tr.required if mode == "required" else tr.preferred
-    return PodSetRequest(mode=mode, level=level, slice_level=slice_level, slice_size=slice_size,  # type: ignore[arg-type]
-                         group=group, **common)
+    if tr.required is not None:
+        return msgspec.structs.replace(base, mode="required", level=tr.required, slice_level=slice_level,
+                                       slice_size=slice_size, group=group)
+    if tr.preferred is not None:
+        return msgspec.structs.replace(base, mode="preferred", level=tr.preferred, slice_level=slice_level,
+                                       slice_size=slice_size, group=group)
+    return msgspec.structs.replace(base, mode="unconstrained", slice_level=slice_level, slice_size=slice_size,
+                                   group=group)

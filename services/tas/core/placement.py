@@ -21,7 +21,7 @@ _BIG = 1 << 62
 
 
 class Params(NamedTuple):
-    count: int  # worker pods
+    pods: int  # worker pods
     slice_size: int
     level: int  # requested level
     slice_level: int
@@ -46,11 +46,11 @@ def find_assignment(tree: CapacityTree, state: State, p: Params) -> Assignment |
     if isinstance(found, NoFit):
         return found
     fit_level, fit = found
-    fit = _minimum(state, tree, fit, p.count, p.leader_count, p.slice_size, p.least_free, True)
+    fit = _minimum(state, tree, fit, p.pods, p.leader_count, p.slice_size, p.least_free, True)
     cur = fit_level
     while cur < min(tree.last, p.slice_level):
         lower = [c for d in fit for c in tree.dchildren[d]]
-        fit = _minimum(state, tree, _sorted(tree, state, lower, p.least_free), p.count, p.leader_count,
+        fit = _minimum(state, tree, _sorted(tree, state, lower, p.least_free), p.pods, p.leader_count,
                        p.slice_size, p.least_free, True)
         cur += 1
     while cur < tree.last:
@@ -100,10 +100,10 @@ def _find_level(tree: CapacityTree, state: State, p: Params, level: int) -> tupl
         return _find_level_fast(tree, state, p, level)
     domains = list(tree.by_level[level].values())
     if not domains:
-        return NoFit(0, p.count // p.slice_size, level)
+        return NoFit(0, p.pods // p.slice_size, level)
     ordered = _sorted_with_leader(tree, state, domains, p.least_free)
     top = ordered[0]
-    wanted = p.count // p.slice_size
+    wanted = p.pods // p.slice_size
     if not p.least_free and state(top)[SLC_WL] >= wanted and state(top)[LEADER] >= p.leader_count:
         top = _best_fit(state, ordered, wanted, SLC_WL if p.leader_count else SLC, p.leader_count)
     if p.least_free:
@@ -132,7 +132,7 @@ def _spread(tree: CapacityTree, state: State, p: Params, level: int, ordered: li
             wanted: int) -> tuple[int, list[int]] | NoFit:
     results: list[int] = []
     remaining, remaining_leaders = wanted, p.leader_count
-    ordered = _prioritize_leader(state, ordered, p.count, p.leader_count, p.slice_size, True)
+    ordered = _prioritize_leader(state, ordered, p.pods, p.leader_count, p.slice_size, True)
     idx = 0
     while remaining_leaders > 0 and idx < len(ordered) and state(ordered[idx])[LEADER] > 0:
         d = ordered[idx]
@@ -162,7 +162,7 @@ def _find_level_fast(tree: CapacityTree, state: State, p: Params, level: int) ->
     """_find_level without leaders, by bisection in the view's sorted index."""
     agg = state.src.fast
     assert agg is not None
-    wanted = p.count // p.slice_size
+    wanted = p.pods // p.slice_size
     if not tree.by_level[level]:
         return NoFit(0, wanted, level)
     if p.least_free:

@@ -62,7 +62,7 @@ def params_of(tree: CapacityTree, ps: PodSetRequest, leader_count: int) -> Param
         return _fail(tree, ps, "SliceSizeNotDivisor",
                      f"pod set {ps.name}: podset-slice-size {size} does not divide the pod count {ps.count}",
                      slice_key)
-    return Params(count=ps.count, slice_size=size, level=level, slice_level=slice_level,
+    return Params(pods=ps.count, slice_size=size, level=level, slice_level=slice_level,
                   required=ps.mode == "required",
                   least_free=ps.mode in ("unconstrained", "implied", "slices-only"),
                   leader_count=leader_count)
