@@ -170,7 +170,7 @@ def _find_level_fast(tree: CapacityTree, state: State, p: Params, level: int) ->
         if d is not None:
             return level, [d]
         if p.required:
-            return NoFit(state(agg.index[level][-1][3])[POD], wanted)
+            return NoFit(state(agg.last(level))[POD], wanted)
         results: list[int] = []
         remaining = wanted
         for d in agg.ascending_from(level, 1):

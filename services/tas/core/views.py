@@ -21,6 +21,7 @@ __all__ = ["Shape", "ShapeCounts", "SliceCounts"]
 
 _EMPTY: dict[str, int] = {}
 _NONE = 1 << 62  # more pods than any node holds
+SMALL_LEVEL = 128  # levels with at most this many domains are sorted when asked instead of kept sorted
 _Key = tuple[int, int, tuple[str, ...], int]
 
 
@@ -69,7 +70,9 @@ class SliceCounts:
                     self.slc[d] = pod[d] // size
                 else:
                     self.slc[d] = sum(self.slc[c] for c in tree.dchildren[d])
-        self.index: dict[int, list[_Key]] = {}
+        self.index: dict[int, list[_Key]] = {}  # kept sorted as counts change (levels of many domains)
+        self._scratch: dict[int, tuple[int, list[_Key]]] = {}  # small levels: sorted when asked, per version
+        self.version = 0
 
     def add_domain(self, d: int) -> None:
         self.slc.append(0)
@@ -81,32 +84,47 @@ class SliceCounts:
     def pushed(self, path: list[tuple[int, int, int]]) -> None:
         """`path`: (domain, old pods, new pods) from a leaf up to its root."""
         tree = self.view.tree
+        self.version += 1
+        dlevel, dvalues, index = tree.dlevel, tree.dvalues, self.index
         dslc = 0
         slc = self.slc
+        top = self.level
         for d, old_p, new_p in path:
-            lv = tree.dlevel[d]
-            if lv > self.level:
+            lv = dlevel[d]
+            if lv > top:
                 continue
             old_s = slc[d]
-            new_s = new_p // self.size if lv == self.level else old_s + dslc
-            if lv == self.level:
+            if lv == top:
+                new_s = new_p // self.size
                 dslc = new_s - old_s
+            else:
+                new_s = old_s + dslc
             slc[d] = new_s
-            idx = self.index.get(lv)
+            idx = index.get(lv)
             if idx is not None:
-                values = tree.dvalues[d]
-                i = bisect_left(idx, (old_s, old_p, values, d))
-                del idx[i]
+                values = dvalues[d]
+                del idx[bisect_left(idx, (old_s, old_p, values, d))]
                 insort(idx, (new_s, new_p, values, d))
 
     def _index(self, level: int) -> list[_Key]:
         idx = self.index.get(level)
-        if idx is None:
-            tree = self.view.tree
-            pod = self.view.pod
-            idx = sorted((self.slc[d], pod[d], v, d) for v, d in tree.by_level[level].items())
+        if idx is not None:
+            return idx
+        scratch = self._scratch.get(level)
+        if scratch is not None and scratch[0] == self.version:
+            return scratch[1]
+        domains = self.view.tree.by_level[level]
+        pod = self.view.pod
+        idx = sorted((self.slc[d], pod[d], v, d) for v, d in domains.items())
+        if len(domains) > SMALL_LEVEL:
             self.index[level] = idx
+        else:
+            self._scratch[level] = (self.version, idx)
         return idx
+
+    def last(self, level: int) -> int:
+        """Last domain of LeastFreeCapacity order (most slices)."""
+        return self._index(level)[-1][3]
 
     def first_at_least(self, level: int, needed: int) -> int | None:
         """The domain with the fewest slices >= needed (then fewest pods, then values): Kueue's BestFit."""
