@@ -19,7 +19,7 @@ __all__ = [
     "NodeRemoved",
     "PodBound",
     "PodGone",
-    "Held",
+    "Assumed",
     "Confirmed",
     "Released",
     "TasEvent",
@@ -55,7 +55,7 @@ class PodGone(msgspec.Struct, frozen=True, kw_only=True, tag="pod-gone"):
     key: str
 
 
-class Held(msgspec.Struct, frozen=True, kw_only=True, tag="held"):
+class Assumed(msgspec.Struct, frozen=True, kw_only=True, tag="assumed"):
     workload: str
     flavor: str
     pod_sets: tuple[HeldPodSet, ...]
@@ -69,7 +69,7 @@ class Released(msgspec.Struct, frozen=True, kw_only=True, tag="released"):
     workload: str
 
 
-TasEvent = FlavorSet | FlavorRemoved | NodeUpserted | NodeRemoved | PodBound | PodGone | Held | Confirmed | Released
+TasEvent = FlavorSet | FlavorRemoved | NodeUpserted | NodeRemoved | PodBound | PodGone | Assumed | Confirmed | Released
 
 
 def apply(solver: TasSolver, event: TasEvent) -> None:
@@ -86,8 +86,8 @@ def apply(solver: TasSolver, event: TasEvent) -> None:
             solver.pod_bound(k, node_name, r, w)
         case PodGone(key=k):
             solver.pod_gone(k)
-        case Held(workload=w, flavor=f, pod_sets=p):
-            solver.hold(w, f, p)
+        case Assumed(workload=w, flavor=f, pod_sets=p):
+            solver.assume(w, f, p)
         case Confirmed(workload=w):
             solver.confirm(w)
         case Released(workload=w):
@@ -105,7 +105,7 @@ def snapshot(solver: TasSolver) -> list[TasEvent]:
             del requests["pods"]
         out.append(PodBound(key=key, node=node, requests=requests, workload=wl))
     for wl_key, record in sorted(solver.holds.items()):
-        out.append(Held(workload=wl_key, flavor=record.flavor, pod_sets=record.pod_sets))
+        out.append(Assumed(workload=wl_key, flavor=record.flavor, pod_sets=record.pod_sets))
         if record.state == "confirmed":
             out.append(Confirmed(workload=wl_key))
     return out

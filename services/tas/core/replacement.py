@@ -85,6 +85,6 @@ def rehold_pod_set(solver: TasSolver, workload: str, placement: PodSetPlacement,
     mine = tuple(HeldPodSet(pod_set=placement.pod_set, values=d.values, count=d.count, requests=requests)
                  for d in placement.domains)
     state = record.state
-    solver.hold(workload, record.flavor, others + mine)
+    solver.assume(workload, record.flavor, others + mine)
     if state == "confirmed":
         solver.confirm(workload)

@@ -1,7 +1,7 @@
 """The TAS solver: capacity trees per flavor, held capacity per workload, placements.
 
 One object owns all state; every input is an event (services.tas.core.events) so
-a replica rebuilds the same state by replaying the log. Held capacity: a decision
+a replica rebuilds the same state by replaying the log. Assumed capacity: a decision
 holds what it hands out from `hold` until `release` (confirm only marks it
 admitted); pods of a workload with a hold are not counted again on their nodes.
 """
@@ -110,7 +110,7 @@ class TasSolver:
 
     # --- held capacity ---
 
-    def hold(self, workload: str, flavor: str, pod_sets: tuple[HeldPodSet, ...]) -> None:
+    def assume(self, workload: str, flavor: str, pod_sets: tuple[HeldPodSet, ...]) -> None:
         """Hold what a decision handed out (idempotent: a second hold replaces the first)."""
         if workload in self.holds:
             self.release(workload)
@@ -174,11 +174,11 @@ class TasSolver:
             for record in reversed(removed):
                 self._apply_hold(record, +1)
 
-    def place_and_hold(self, workload: str, flavor: str,
+    def place_and_assume(self, workload: str, flavor: str,
                        pod_sets: Sequence[PodSetRequest]) -> Placement | PlacementFailure:
         outcome = self.place(flavor, pod_sets)
         if isinstance(outcome, Placement):
-            self.hold(workload, flavor, self.held_pod_sets(outcome, pod_sets))
+            self.assume(workload, flavor, self.held_pod_sets(outcome, pod_sets))
         return outcome
 
     def _place(self, tree: CapacityTree, pod_sets: Sequence[PodSetRequest],

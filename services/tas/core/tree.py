@@ -127,7 +127,7 @@ class CapacityTree:
             self._leaf_changed(leaf)
 
     def add_held_at(self, values: tuple[str, ...], amounts: Amounts, sign: int) -> None:
-        """Held capacity by leaf values; kept aside until such a leaf exists."""
+        """Assumed capacity by leaf values; kept aside until such a leaf exists."""
         leaf = self.leaf_of(values)
         if leaf is not None:
             self.add_held(leaf, amounts, sign)

@@ -52,7 +52,7 @@ def play(doc: dict[str, Any]) -> tuple[dict[str, Placement | None], dict[str, bo
         priority[key] = wl.spec.priority or 0
         pod_sets = [podset_request(ps, _pod_requests(ps)) for ps in wl.spec.pod_sets]
         requests = [p for p in pod_sets if p is not None]
-        outcome = solver.place_and_hold(key, flavor, requests)
+        outcome = solver.place_and_assume(key, flavor, requests)
         if not isinstance(outcome, Placement):
             lower = sorted((k for k in solver.holds if priority[k] < priority[key]), key=lambda k: priority[k])
             victims = solver.minimal_victims(flavor, requests, lower)
@@ -61,7 +61,7 @@ def play(doc: dict[str, Any]) -> tuple[dict[str, Placement | None], dict[str, bo
                     solver.release(v)
                     placed[v] = None
                     preempted[v] = True
-                outcome = solver.place_and_hold(key, flavor, requests)
+                outcome = solver.place_and_assume(key, flavor, requests)
         placed[key] = outcome if isinstance(outcome, Placement) else None
     return placed, preempted
 

@@ -25,6 +25,12 @@ def ps(count: int, mode: str, level: str | None = None, **kw: Any) -> PodSetRequ
 RACKS_THEN_NODES = [node("b1", "r1", "x3", 2), node("b1", "r2", "x5", 2, pods=20), node("b1", "r3", "x1", 1),
                     node("b1", "r3", "x6", 1), node("b1", "r3", "x2", 1), node("b1", "r3", "x4", 1)]
 ONE_RACK = [node("b1", "r1", "x3", 2), node("b1", "r1", "x5", 1), node("b1", "r1", "x1", 1)]
+THREE_BY_3 = [node("b1", "r1", h, 3) for h in ("x3", "x5", "x1")]
+FOUR_HOSTS = [node("b1", "r1", "x3", 6), node("b1", "r1", "x5", 5), node("b1", "r1", "x1", 4), node("b1", "r1", "x6", 2)]
+SEVEN = [node("b1", "r1", "x3", 1), node("b1", "r1", "x5", 1), node("b1", "r2", "x1", 1), node("b1", "r2", "x6", 1),
+         node("b1", "r2", "x2", 1), node("b2", "r1", "x4", 1), node("b2", "r1", "x7", 1)]
+LAST_DOMAIN = [node("b1", "r1", "x3", 4), node("b1", "r1", "x5", 3), node("b1", "r1", "x1", 2)]
+UNBALANCED = [node("b1", "r1", "x3", 3), node("b1", "r1", "x5", 3), node("b1", "r1", "x1", 3), node("b2", "r1", "x6", 6)]
 SLICE_HOSTS = [node("b1", "r1", "x3", 3), node("b1", "r1", "x5", 2), node("b1", "r1", "x1", 2)]
 
 CASES: list[tuple[str, list[Any], tuple[str, ...], list[PodSetRequest], Any]] = [
@@ -64,6 +70,20 @@ CASES: list[tuple[str, list[Any], tuple[str, ...], list[PodSetRequest], Any]] = 
      ("NoFit", "no topology domains at level: kubernetes.io/hostname")),
     ("host-slices-tight-fit", SLICE_HOSTS, THREE,
      [ps(4, "required", BLOCK, slice_level=HOST, slice_size=2)], [(("b1", "r1", "x1"), 2), (("b1", "r1", "x5"), 2)]),
+    ("block-required-host-slices", THREE_BY_3, THREE, [ps(6, "required", BLOCK, slice_level=HOST, slice_size=2)],
+     [(("b1", "r1", "x1"), 2), (("b1", "r1", "x3"), 2), (("b1", "r1", "x5"), 2)]),
+    ("host-slices-more-free-first-then-tight-fit", FOUR_HOSTS, THREE,
+     [ps(12, "required", BLOCK, slice_level=HOST, slice_size=2)],
+     [(("b1", "r1", "x1"), 4), (("b1", "r1", "x3"), 6), (("b1", "r1", "x6"), 2)]),
+    ("block-required-rack-slices", SEVEN, THREE, [ps(4, "required", BLOCK, slice_level=RACK, slice_size=2)],
+     [(("b1", "r1", "x3"), 1), (("b1", "r1", "x5"), 1), (("b1", "r2", "x1"), 1), (("b1", "r2", "x2"), 1)]),
+    ("block-preferred-rack-slices", DEFAULT, THREE, [ps(4, "preferred", BLOCK, slice_level=RACK, slice_size=2)],
+     [(("b1", "r2", "x1"), 1), (("b1", "r2", "x5"), 1), (("b2", "r2", "x4"), 2)]),
+    ("host-slices-optimize-last-domain", LAST_DOMAIN, THREE,
+     [ps(6, "required", BLOCK, slice_level=HOST, slice_size=2)], [(("b1", "r1", "x1"), 2), (("b1", "r1", "x3"), 4)]),
+    ("block-preferred-host-slices-unbalanced-blocks", UNBALANCED, THREE,
+     [ps(12, "preferred", BLOCK, slice_level=HOST, slice_size=3)],
+     [(("b1", "r1", "x1"), 3), (("b1", "r1", "x3"), 3), (("b2", "r1", "x6"), 6)]),
     ("unknown-level", DEFAULT, TWO, [ps(1, "required", "cloud.com/topology-zone")],
      ("UnknownLevel", "no requested topology level: cloud.com/topology-zone (topology 'default' has "
       "cloud.com/topology-block, cloud.com/topology-rack)")),

@@ -77,8 +77,8 @@ def test_stream_matches_reference_and_never_overcommits(nodes: list[NodeInfo], s
     live: list[str] = []
     for i, (req, release_one) in enumerate(stream):
         key = f"w{i}"
-        a = fast.place_and_hold(key, "f", [req])
-        b = ref.place_and_hold(key, "f", [req])
+        a = fast.place_and_assume(key, "f", [req])
+        b = ref.place_and_assume(key, "f", [req])
         assert a == b
         if isinstance(a, Placement):
             live.append(key)

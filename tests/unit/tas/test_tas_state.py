@@ -1,4 +1,4 @@
-"""Held capacity, pods, node changes, log replay, preemption what-if and node replacement."""
+"""Assumed capacity, pods, node changes, log replay, preemption what-if and node replacement."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import msgspec
 from tas_builders import BLOCK, HOST, ONE, RACK, THREE, TWO, domains, node, solver
 
 from services.tas.core import HeldPodSet, NodeInfo, Placement, PlacementFailure, PodSetRequest, TaintSpec
-from services.tas.core.events import Confirmed, Held, NodeUpserted, PodBound, Released, TasEvent, apply, snapshot
+from services.tas.core.events import Confirmed, Assumed, NodeUpserted, PodBound, Released, TasEvent, apply, snapshot
 from services.tas.core.solver import TasSolver
 
 
@@ -21,9 +21,9 @@ def two_hosts() -> TasSolver:
 
 def test_held_capacity_is_never_handed_out_twice() -> None:
     s = two_hosts()
-    first = s.place_and_hold("ns/a", "tas-flavor", [req(2)])
-    second = s.place_and_hold("ns/b", "tas-flavor", [req(2)])
-    third = s.place_and_hold("ns/c", "tas-flavor", [req(1)])
+    first = s.place_and_assume("ns/a", "tas-flavor", [req(2)])
+    second = s.place_and_assume("ns/b", "tas-flavor", [req(2)])
+    third = s.place_and_assume("ns/c", "tas-flavor", [req(1)])
     assert domains(first) == [(("b1", "r1", "x1"), 2)]
     assert domains(second) == [(("b1", "r1", "x2"), 2)]
     assert isinstance(third, PlacementFailure) and third.kind == "NoFit"
@@ -33,7 +33,7 @@ def test_place_alone_holds_nothing_and_release_frees() -> None:
     s = two_hosts()
     assert domains(s.place("tas-flavor", [req(2)])) == [(("b1", "r1", "x1"), 2)]
     assert domains(s.place("tas-flavor", [req(2)])) == [(("b1", "r1", "x1"), 2)]
-    s.place_and_hold("ns/a", "tas-flavor", [req(2)])
+    s.place_and_assume("ns/a", "tas-flavor", [req(2)])
     s.confirm("ns/a")
     assert s.holds["ns/a"].state == "confirmed"
     assert domains(s.place("tas-flavor", [req(2)])) == [(("b1", "r1", "x2"), 2)]
@@ -43,7 +43,7 @@ def test_place_alone_holds_nothing_and_release_frees() -> None:
 
 def test_pods_of_a_held_workload_count_once_and_other_pods_count() -> None:
     s = two_hosts()
-    s.place_and_hold("ns/a", "tas-flavor", [req(2)])
+    s.place_and_assume("ns/a", "tas-flavor", [req(2)])
     s.pod_bound("ns/a-0", "b1-r1-x1", {"cpu": 1000}, workload="ns/a")
     s.pod_bound("ns/a-1", "b1-r1-x1", {"cpu": 1000}, workload="ns/a")
     assert domains(s.place("tas-flavor", [req(2)])) == [(("b1", "r1", "x2"), 2)]
@@ -79,9 +79,9 @@ def test_replaying_the_log_or_its_snapshot_rebuilds_the_same_state() -> None:
     live = two_hosts()
     log += snapshot(live)
     for i, count in enumerate([1, 2, 1]):
-        out = live.place_and_hold(f"ns/w{i}", "tas-flavor", [req(count)])
+        out = live.place_and_assume(f"ns/w{i}", "tas-flavor", [req(count)])
         assert isinstance(out, Placement)
-        log.append(Held(workload=f"ns/w{i}", flavor="tas-flavor", pod_sets=live.holds[f"ns/w{i}"].pod_sets))
+        log.append(Assumed(workload=f"ns/w{i}", flavor="tas-flavor", pod_sets=live.holds[f"ns/w{i}"].pod_sets))
     log.append(Confirmed(workload="ns/w0"))
     live.confirm("ns/w0")
     log.append(Released(workload="ns/w1"))
@@ -103,7 +103,7 @@ def test_replaying_the_log_or_its_snapshot_rebuilds_the_same_state() -> None:
 
 def test_hold_for_a_node_seen_later_applies_when_it_appears() -> None:
     s = solver([], ONE)
-    s.hold("ns/b", "tas-flavor", (HeldPodSet(pod_set="main", values=("x1",), count=2, requests={"cpu": 1000}),))
+    s.assume("ns/b", "tas-flavor", (HeldPodSet(pod_set="main", values=("x1",), count=2, requests={"cpu": 1000}),))
     apply(s, NodeUpserted(node=node("b1", "r1", "x1", 2)))
     assert isinstance(s.place("tas-flavor", [req(1)]), PlacementFailure)
     s.release("ns/b")
@@ -113,7 +113,7 @@ def test_hold_for_a_node_seen_later_applies_when_it_appears() -> None:
 def test_minimal_victims_lowest_first_never_more_than_needed() -> None:
     s = solver([node("b1", "r1", "x1", 4), node("b1", "r1", "x2", 4)], THREE)
     for key, count in [("low-a", 2), ("low-b", 2), ("low-c", 4)]:
-        assert isinstance(s.place_and_hold(key, "tas-flavor", [req(count)]), Placement)
+        assert isinstance(s.place_and_assume(key, "tas-flavor", [req(count)]), Placement)
     want = [req(4)]
     assert isinstance(s.place("tas-flavor", want), PlacementFailure)
     # removing low-a then low-b frees x1 (2+2); low-c alone would also do, but it comes last
@@ -129,8 +129,8 @@ def test_minimal_victims_lowest_first_never_more_than_needed() -> None:
 
 def test_fill_back_keeps_only_the_needed_victims() -> None:
     s = solver([node("b1", "r1", "x1", 2), node("b1", "r2", "x2", 2)], THREE)
-    s.place_and_hold("v1", "tas-flavor", [req(2, level=RACK)])  # x1
-    s.place_and_hold("v2", "tas-flavor", [req(2, level=RACK)])  # x2
+    s.place_and_assume("v1", "tas-flavor", [req(2, level=RACK)])  # x1
+    s.place_and_assume("v2", "tas-flavor", [req(2, level=RACK)])  # x2
     # needs a whole rack: removing v1 is enough, v2 first then v1 -> fill back v2
     assert s.minimal_victims("tas-flavor", [req(2, level=RACK)], ["v2", "v1"]) == ("v2",)
 
@@ -140,7 +140,7 @@ def test_node_failure_replaced_within_the_required_domain() -> None:
              node("b1", "r2", "x4", 2)]
     s = solver(nodes, THREE)
     request = req(3, level=RACK)
-    placed = s.place_and_hold("ns/a", "tas-flavor", [request])
+    placed = s.place_and_assume("ns/a", "tas-flavor", [request])
     assert domains(placed) == [(("b1", "r1", "x1"), 2), (("b1", "r1", "x3"), 1)]
     s.upsert_node(NodeInfo(name="b1-r1-x1", labels=nodes[0].labels, allocatable=nodes[0].allocatable, ready=False))
     out = s.replace_node("ns/a", request, "x1")
@@ -154,7 +154,7 @@ def test_node_failure_without_room_in_the_domain_is_reported() -> None:
     nodes = [node("b1", "r1", "x1", 2), node("b1", "r1", "x3", 1), node("b1", "r2", "x4", 2)]
     s = solver(nodes, THREE)
     request = req(3, level=RACK)
-    s.place_and_hold("ns/a", "tas-flavor", [request])
+    s.place_and_assume("ns/a", "tas-flavor", [request])
     s.remove_node("b1-r1-x1")
     out = s.replace_node("ns/a", request, "x1")
     assert isinstance(out, PlacementFailure)
