@@ -48,8 +48,12 @@ def requests(draw: Any) -> PodSetRequest:
     cpu = draw(st.sampled_from([500, 1000, 1500]))
     if mode == "slices":
         size = draw(st.sampled_from([d for d in (1, 2, 4) if count % d == 0]))
-        return PodSetRequest(name="main", count=count, requests={"cpu": cpu}, mode="required",
-                             level=draw(st.sampled_from(LEVELS[:2])), slice_level=HOST, slice_size=size)
+        slice_mode = draw(st.sampled_from(["required", "preferred", "slices-only"]))
+        slice_level = draw(st.sampled_from(LEVELS[1:]))
+        level = None if slice_mode == "slices-only" else draw(
+            st.sampled_from(LEVELS[: LEVELS.index(slice_level) + 1]))
+        return PodSetRequest(name="main", count=count, requests={"cpu": cpu}, mode=slice_mode,
+                             level=level, slice_level=slice_level, slice_size=size)
     level = draw(st.sampled_from(LEVELS)) if mode != "unconstrained" else None
     return PodSetRequest(name="main", count=count, requests={"cpu": cpu}, mode=mode, level=level)
 
@@ -87,8 +91,12 @@ def test_stream_matches_reference_and_never_overcommits(nodes: list[NodeInfo], s
             if req.mode == "required":
                 depth = LEVELS.index(req.level or HOST) + 1
                 assert len({v[:depth] for v in values}) == 1
-            if req.slice_size:
-                assert all(d.count % req.slice_size == 0 for d in a.pod_sets[0].domains)
+            if req.slice_size and req.slice_level:
+                depth = LEVELS.index(req.slice_level) + 1
+                per_slice_domain: dict[tuple[str, ...], int] = {}
+                for d in a.pod_sets[0].domains:
+                    per_slice_domain[d.values[:depth]] = per_slice_domain.get(d.values[:depth], 0) + d.count
+                assert all(n % req.slice_size == 0 for n in per_slice_domain.values())
             for v in values:
                 assert by_name[v[-1]].ready
         if release_one and live:
