@@ -38,7 +38,7 @@ def replace_node(solver: TasSolver, workload: str, ps: PodSetRequest,
     kept = [h for h in mine if h.values[-1] != node]
     current = tuple(TopologyDomain(h.values, h.count) for h in kept)
     if lost == 0:
-        return solver._result(tree, ps, [(tree.by_level[tree.last][d.values], d.count) for d in current]), ()
+        return solver.pod_set_placement(tree, ps, [(tree.by_level[tree.last][d.values], d.count) for d in current]), ()
     for h in kept:
         leaf = tree.leaf_of(h.values)
         if leaf is None or not tree.leaf_nodes.get(leaf):
@@ -66,7 +66,7 @@ def replace_node(solver: TasSolver, workload: str, ps: PodSetRequest,
                                 tolerations=ps.tolerations, node_selector=ps.node_selector)
         if ps.mode == "required" and ps.level in tree.levels and kept_leaves:
             restrict = tree.ancestor_at(kept_leaves[0], tree.levels.index(ps.level))
-    placed = solver._place_group(tree, [request], restrict=restrict, exclude=frozenset({node}))
+    placed = solver.place_group(tree, [request], restrict=restrict, exclude=frozenset({node}))
     if isinstance(placed, PlacementFailure):
         return _fail(tree.flavor.name, ps, f"cannot find replacement assignment for unhealthy node {node}: "
                      f"{placed.message}")
@@ -75,7 +75,7 @@ def replace_node(solver: TasSolver, workload: str, ps: PodSetRequest,
     for d in (*current, *replacement):
         merged[d.values] = merged.get(d.values, 0) + d.count
     chosen = [(tree.by_level[tree.last][v], n) for v, n in sorted(merged.items())]
-    return solver._result(tree, ps, chosen), replacement
+    return solver.pod_set_placement(tree, ps, chosen), replacement
 
 
 def rehold_pod_set(solver: TasSolver, workload: str, placement: PodSetPlacement, requests: dict[str, int]) -> None:

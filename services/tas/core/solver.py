@@ -24,9 +24,8 @@ from services.tas.core.model import (
     PodSetPlacement,
     PodSetRequest,
 )
-from services.tas.core.notfit import not_fit_message
 from services.tas.core.placement import Assignment, NoFit, Params, find_assignment
-from services.tas.core.requests import params_of, pod_amounts, shape_of
+from services.tas.core.requests import not_fit_message, params_of, pod_amounts, shape_of
 from services.tas.core.tree import CapacityTree
 
 __all__ = ["TasSolver", "HoldRecord"]
@@ -189,7 +188,7 @@ class TasSolver:
         out: list[PodSetPlacement] = []
         last = len(groups) - 1
         for g, members in enumerate(groups.values()):
-            result = self._place_group(tree, members)
+            result = self.place_group(tree, members)
             if isinstance(result, PlacementFailure):
                 return result
             out.extend(result)
@@ -207,7 +206,7 @@ class TasSolver:
         out.sort(key=lambda p: order[p.pod_set])
         return Placement(flavor=tree.flavor.name, pod_sets=tuple(out))
 
-    def _place_group(self, tree: CapacityTree, members: list[PodSetRequest],
+    def place_group(self, tree: CapacityTree, members: list[PodSetRequest],
                      restrict: int | None = None, exclude: frozenset[str] = frozenset()) -> list[PodSetPlacement] | PlacementFailure:
         if len(members) > 2:
             return PlacementFailure(flavor=tree.flavor.name, pod_set=members[2].name, kind="InvalidRequest",
@@ -226,7 +225,7 @@ class TasSolver:
         if isinstance(params, PlacementFailure):
             return params
         if workers.count == 0:
-            return [self._result(tree, workers, [])]
+            return [self.pod_set_placement(tree, workers, [])]
         shape = shape_of(workers)
         src: Source
         if leader is None and not self.reference and restrict is None and not exclude:
@@ -237,9 +236,9 @@ class TasSolver:
         found = find_assignment(tree, State(src), params)
         if isinstance(found, NoFit):
             return self._no_fit(tree, workers, params, found)
-        placed = [self._result(tree, workers, found.workers)]
+        placed = [self.pod_set_placement(tree, workers, found.workers)]
         if leader is not None:
-            placed.append(self._result(tree, leader, found.leaders))
+            placed.append(self.pod_set_placement(tree, leader, found.leaders))
         return placed
 
     def _no_fit(self, tree: CapacityTree, ps: PodSetRequest, params: Params, nf: NoFit) -> PlacementFailure:
@@ -253,7 +252,7 @@ class TasSolver:
                                 level=tree.levels[params.level])
 
     @staticmethod
-    def _result(tree: CapacityTree, ps: PodSetRequest, chosen: list[tuple[int, int]]) -> PodSetPlacement:
+    def pod_set_placement(tree: CapacityTree, ps: PodSetRequest, chosen: list[tuple[int, int]]) -> PodSetPlacement:
         domains = tuple(TopologyDomain(tree.dvalues[d], n) for d, n in chosen)
         if tree.host_leaves:
             compact = compact_topology_assignment(
