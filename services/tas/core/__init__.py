@@ -12,6 +12,8 @@ Public interface (everything else is internal):
   `replacement.rehold_pod_set` to hold the repaired placement.
 - `events`: the same inputs as values (`TasEvent`), `apply(solver, event)` and
   `snapshot(solver)` so a replica rebuilds identical state from the log.
+- `ungate.pods_to_ungate`: which gated pods go to which domain (rank by index
+  label, else greedy) and the node selector to add when the gate is removed.
 - `from_api`: Kueue/Kubernetes objects (Node, ResourceFlavor + Topology, PodSet)
   to the inputs above.
 
