@@ -167,3 +167,24 @@ def test_level_missing_from_topology_names_it() -> None:
     assert isinstance(out, PlacementFailure)
     assert (out.kind, out.level) == ("UnknownLevel", HOST)
     assert HOST in out.message
+
+
+def test_a_change_costs_the_leaves_it_touches_not_the_tree(monkeypatch: object) -> None:
+    from services.tas.core import views
+
+    nodes = [node(f"b{i % 3}", f"r{i % 7}", f"x{i}", 4) for i in range(200)]
+    s = solver(nodes, THREE)
+    s.place("tas-flavor", [req(2, level=RACK)])  # builds the view for this shape
+    calls: list[int] = []
+    original = views.ShapeCounts._leaf_count
+
+    def counting(self: views.ShapeCounts, leaf: int) -> tuple[int, int, str | None]:
+        calls.append(leaf)
+        return original(self, leaf)
+
+    monkeypatch.setattr(views.ShapeCounts, "_leaf_count", counting)  # type: ignore[attr-defined]
+    s.pod_bound("x/p", nodes[5].name, {"cpu": 1000})
+    s.place_and_assume("ns/a", "tas-flavor", [req(2, level=RACK)])
+    s.pod_bound("x/p", nodes[5].name, {"cpu": 2000})  # the same pod again: replaced, still one leaf
+    s.place("tas-flavor", [req(2, level=RACK)])
+    assert len(calls) <= 3 and len(set(calls)) <= 2
