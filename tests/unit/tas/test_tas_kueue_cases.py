@@ -84,6 +84,9 @@ CASES: list[tuple[str, list[Any], tuple[str, ...], list[PodSetRequest], Any]] = 
     ("block-preferred-host-slices-unbalanced-blocks", UNBALANCED, THREE,
      [ps(12, "preferred", BLOCK, slice_level=HOST, slice_size=3)],
      [(("b1", "r1", "x1"), 3), (("b1", "r1", "x3"), 3), (("b2", "r1", "x6"), 6)]),
+    ("block-preferred-fits-two-blocks", [node("b1", "r1", "x1", 2), node("b2", "r1", "x2", 1), node("b3", "r1", "x3", 4)],
+     (BLOCK,), [ps(5, "preferred", BLOCK)], [(("b2",), 1), (("b3",), 4)]),
+    ("rack-required-fits-some-racks", DEFAULT, TWO, [ps(2, "required", RACK)], [(("b2", "r2"), 2)]),
     ("unknown-level", DEFAULT, TWO, [ps(1, "required", "cloud.com/topology-zone")],
      ("UnknownLevel", "no requested topology level: cloud.com/topology-zone (topology 'default' has "
       "cloud.com/topology-block, cloud.com/topology-rack)")),
