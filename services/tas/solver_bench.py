@@ -98,6 +98,10 @@ def _workload(rng: random.Random, i: int, labels: tuple[str, ...]) -> list[PodSe
         return [PodSetRequest(name="main", count=count, requests=req, mode="preferred", level=rack)]
     if kind < 0.8:
         return [PodSetRequest(name="main", count=count, requests=req, mode="unconstrained")]
+    if kind < 0.85:  # a leader + workers group (podset-group-name) in one rack
+        return [PodSetRequest(name="workers", count=count, requests=req, mode="required", level=rack, group="g"),
+                PodSetRequest(name="leader", count=1, requests={"cpu": 1000, "memory": 1 << 30}, mode="required",
+                              level=rack, group="g")]
     size = 2 if count % 2 == 0 else 1
     return [PodSetRequest(name="main", count=count, requests=req, mode="required", level=upper,
                           slice_level=HOSTNAME_LABEL, slice_size=size)]

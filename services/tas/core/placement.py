@@ -101,31 +101,35 @@ def _find_level(tree: CapacityTree, state: State, p: Params, level: int) -> tupl
     domains = list(tree.by_level[level].values())
     if not domains:
         return NoFit(0, p.pods // p.slice_size, level)
-    ordered = _sorted_with_leader(tree, state, domains, p.least_free)
-    top = ordered[0]
+    # Kueue sorts the level (sortedDomainsWithLeader) and scans it; the same picks as minima, no sort
+    peek, values, sign = state.peek, tree.dvalues, (1 if p.least_free else -1)
+
+    def order(d: int) -> tuple[int, int, int, tuple[str, ...]]:
+        st = peek(d)
+        return (-st[LEADER], sign * st[SLC_WL], st[POD_WL], values[d])
+
     wanted = p.pods // p.slice_size
-    if not p.least_free and state(top)[SLC_WL] >= wanted and state(top)[LEADER] >= p.leader_count:
-        top = _best_fit(state, ordered, wanted, SLC_WL if p.leader_count else SLC, p.leader_count)
+    lc = p.leader_count
+    top = min(domains, key=order)
+    if not p.least_free and peek(top)[SLC_WL] >= wanted and peek(top)[LEADER] >= lc:
+        field = SLC_WL if lc else SLC
+        top = min((d for d in domains if peek(d)[LEADER] >= lc and peek(d)[field] >= wanted),
+                  key=lambda d: (peek(d)[field], order(d)), default=top)
     if p.least_free:
-        for d in ordered:
-            st = state(d)
-            cap = st[SLC]
-            if p.leader_count > 0:
-                if st[LEADER] < p.leader_count:
-                    continue
-                cap = st[SLC_WL]
-            if cap >= wanted:
-                return level, [d]
+        field = SLC_WL if lc > 0 else SLC
+        fitting = [d for d in domains if peek(d)[LEADER] >= lc and peek(d)[field] >= wanted]
+        if fitting:
+            return level, [min(fitting, key=order)]
         if p.required:
-            return NoFit(state(ordered[-1])[POD], wanted)
-    top_st = state(top)
-    if top_st[SLC_WL] >= wanted and top_st[LEADER] >= p.leader_count:
+            return NoFit(peek(max(domains, key=order))[POD], wanted)
+    top_st = peek(top)
+    if top_st[SLC_WL] >= wanted and top_st[LEADER] >= lc:
         return level, [top]
     if p.required:
         return NoFit(top_st[SLC], wanted)
     if level > 0 and not p.least_free:
         return _find_level(tree, state, p, level - 1)
-    return _spread(tree, state, p, level, ordered, wanted)
+    return _spread(tree, state, p, level, _sorted_with_leader(tree, state, domains, p.least_free), wanted)
 
 
 def _spread(tree: CapacityTree, state: State, p: Params, level: int, ordered: list[int],

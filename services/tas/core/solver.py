@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from kq.api.topology import TopologyDomain, compact_topology_assignment
-from services.tas.core.counts import FastCounts, FullCounts, Source, State
+from services.tas.core.counts import FastCounts, FullCounts, GroupCounts, Source, State
 from services.tas.core.model import (
     HOSTNAME_LABEL,
     Amounts,
@@ -228,11 +228,14 @@ class TasSolver:
             return [self.pod_set_placement(tree, workers, [])]
         shape = shape_of(workers)
         src: Source
-        if leader is None and not self.reference and restrict is None and not exclude:
+        lead = shape_of(leader).requests if leader is not None else None
+        if self.reference or restrict is not None or exclude:
+            src = FullCounts(tree, shape, params.slice_level, params.slice_size, lead, restrict, exclude)
+        elif lead is None:
             src = FastCounts(tree.view(shape).slice_counts(params.slice_level, params.slice_size))
         else:
-            lead = shape_of(leader).requests if leader is not None else None
-            src = FullCounts(tree, shape, params.slice_level, params.slice_size, lead, restrict, exclude)
+            key = ("group", shape, lead, params.slice_level, params.slice_size)
+            src = tree.cached(key, lambda: GroupCounts(tree, shape, params.slice_level, params.slice_size, lead))
         found = find_assignment(tree, State(src), params)
         if isinstance(found, NoFit):
             return self._no_fit(tree, workers, params, found)

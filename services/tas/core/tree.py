@@ -11,12 +11,24 @@ Every change touches one leaf and is pushed into the count views
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
+from typing import Protocol, TypeVar
 
 from services.tas.core.model import HOSTNAME_LABEL, Amounts, FlavorSpec, NodeInfo, TolerationSpec
 from services.tas.core.views import Shape, ShapeCounts
 
-__all__ = ["CapacityTree", "MAX_VIEWS"]
+__all__ = ["CapacityTree", "MAX_VIEWS", "MaintainedView"]
+
+
+class MaintainedView(Protocol):
+    pending: set[int]
+
+    def add_domain(self, d: int) -> None: ...
+
+    def catch_up(self) -> None: ...
+
+
+V = TypeVar("V", bound=MaintainedView)
 
 MAX_VIEWS = 64  # count views kept (one per pod shape); least recently used dropped first
 
@@ -40,7 +52,7 @@ class CapacityTree:
         self.node_used: dict[str, Amounts] = {}
         self.leaf_held: dict[int, Amounts] = {}
         self.orphan_held: dict[tuple[str, ...], Amounts] = {}  # held on leaves not (yet) known
-        self._views: OrderedDict[Shape, ShapeCounts] = OrderedDict()
+        self._views: OrderedDict[Hashable, MaintainedView] = OrderedDict()
 
     # --- structure ---
 
@@ -178,13 +190,17 @@ class CapacityTree:
         return free
 
     def view(self, shape: Shape) -> ShapeCounts:
-        view = self._views.get(shape)
+        return self.cached(shape, lambda: ShapeCounts(self, shape))
+
+    def cached(self, key: Hashable, make: Callable[[], V]) -> V:
+        """The maintained view under `key` (built by `make` on first use), caught up with every change."""
+        view = self._views.get(key)
         if view is None:
-            view = ShapeCounts(self, shape)
-            self._views[shape] = view
+            view = make()
+            self._views[key] = view
             if len(self._views) > MAX_VIEWS:
                 self._views.popitem(last=False)
         else:
-            self._views.move_to_end(shape)
+            self._views.move_to_end(key)
             view.catch_up()
-        return view
+        return view  # type: ignore[return-value]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tas_builders import HOST
@@ -73,16 +74,28 @@ def node_fits(node: NodeInfo, used_pods: int, used_cpu: int) -> bool:
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@st.composite
+def workloads(draw: Any) -> list[PodSetRequest]:
+    workers = draw(requests())
+    if workers.mode == "slices-only" or not draw(st.booleans()):
+        return [workers]
+    workers = msgspec.structs.replace(workers, group="g")
+    leader = PodSetRequest(name="leader", count=1, requests={"cpu": draw(st.sampled_from([500, 2000]))},
+                           mode=workers.mode, level=workers.level, group="g")
+    return [workers, leader]
+
+
 @SETTINGS
-@given(clusters(), st.lists(st.tuples(requests(), st.booleans()), min_size=1, max_size=12))
+@given(clusters(), st.lists(st.tuples(workloads(), st.booleans()), min_size=1, max_size=12))
 def test_stream_matches_reference_and_never_overcommits(nodes: list[NodeInfo], stream: list[Any]) -> None:
     fast, ref = build(nodes), build(list(reversed(nodes)), reference=True)
     by_name = {n.name: n for n in nodes}
     live: list[str] = []
-    for i, (req, release_one) in enumerate(stream):
+    for i, (pod_sets, release_one) in enumerate(stream):
         key = f"w{i}"
-        a = fast.place_and_assume(key, "f", [req])
-        b = ref.place_and_assume(key, "f", [req])
+        req = pod_sets[0]
+        a = fast.place_and_assume(key, "f", pod_sets)
+        b = ref.place_and_assume(key, "f", pod_sets)
         assert a == b
         if isinstance(a, Placement):
             live.append(key)
@@ -99,6 +112,12 @@ def test_stream_matches_reference_and_never_overcommits(nodes: list[NodeInfo], s
                 assert all(n % req.slice_size == 0 for n in per_slice_domain.values())
             for v in values:
                 assert by_name[v[-1]].ready
+            if len(pod_sets) == 2:
+                lead = a.for_pod_set("leader")
+                assert lead is not None and sum(d.count for d in lead.domains) == 1
+                if req.mode == "required":
+                    depth = LEVELS.index(req.level or HOST) + 1
+                    assert {d.values[:depth] for d in lead.domains} == {v[:depth] for v in values}
         if release_one and live:
             victim = live.pop(0)
             fast.release(victim)
@@ -107,7 +126,7 @@ def test_stream_matches_reference_and_never_overcommits(nodes: list[NodeInfo], s
         pods: dict[str, int] = {}
         cpu: dict[str, int] = {}
         for record in fast.holds.values():
-            for h in record.pod_sets:
+            for h in record.pod_sets:  # every pod set of every workload, leaders included
                 pods[h.values[-1]] = pods.get(h.values[-1], 0) + h.count
                 cpu[h.values[-1]] = cpu.get(h.values[-1], 0) + h.count * h.requests["cpu"]
         for name in pods:
