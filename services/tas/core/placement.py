@@ -102,22 +102,22 @@ def _find_level(tree: CapacityTree, state: State, p: Params, level: int) -> tupl
     if not domains:
         return NoFit(0, p.pods // p.slice_size, level)
     # Kueue sorts the level (sortedDomainsWithLeader) and scans it; the same picks as minima, no sort
-    peek, values, sign = state.peek, tree.dvalues, (1 if p.least_free else -1)
+    rows = {d: state.peek(d) for d in domains}
+    values, sign = tree.dvalues, (1 if p.least_free else -1)
 
     def order(d: int) -> tuple[int, int, int, tuple[str, ...]]:
-        st = peek(d)
+        st = rows[d]
         return (-st[LEADER], sign * st[SLC_WL], st[POD_WL], values[d])
 
     wanted = p.pods // p.slice_size
     lc = p.leader_count
+    field = SLC_WL if lc else SLC
+    fitting = [d for d, st in rows.items() if st[LEADER] >= lc and st[field] >= wanted]
     top = min(domains, key=order)
+    peek = rows.__getitem__
     if not p.least_free and peek(top)[SLC_WL] >= wanted and peek(top)[LEADER] >= lc:
-        field = SLC_WL if lc else SLC
-        top = min((d for d in domains if peek(d)[LEADER] >= lc and peek(d)[field] >= wanted),
-                  key=lambda d: (peek(d)[field], order(d)), default=top)
+        top = min(fitting, key=lambda d: (rows[d][field], order(d)), default=top)
     if p.least_free:
-        field = SLC_WL if lc > 0 else SLC
-        fitting = [d for d in domains if peek(d)[LEADER] >= lc and peek(d)[field] >= wanted]
         if fitting:
             return level, [min(fitting, key=order)]
         if p.required:

@@ -107,6 +107,12 @@ class TasSolver:
             for tree in self.trees.values():
                 tree.add_node_usage(node, amounts, -1)
 
+    def settle(self) -> None:
+        """Bring every count view up to date now (the shell calls it after non-decision events,
+        so that their cost is paid there rather than by the next placement)."""
+        for tree in self.trees.values():
+            tree.settle()
+
     # --- held capacity ---
 
     def assume(self, workload: str, flavor: str, pod_sets: tuple[HeldPodSet, ...]) -> None:

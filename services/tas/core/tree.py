@@ -189,6 +189,10 @@ class CapacityTree:
             free[r] = free.get(r, 0) - v
         return free
 
+    def settle(self) -> None:
+        for view in self._views.values():
+            view.catch_up()
+
     def view(self, shape: Shape) -> ShapeCounts:
         return self.cached(shape, lambda: ShapeCounts(self, shape))
 

@@ -188,3 +188,15 @@ def test_a_change_costs_the_leaves_it_touches_not_the_tree(monkeypatch: object) 
     s.pod_bound("x/p", nodes[5].name, {"cpu": 2000})  # the same pod again: replaced, still one leaf
     s.place("tas-flavor", [req(2, level=RACK)])
     assert len(calls) <= 3 and len(set(calls)) <= 2
+
+
+def test_settle_brings_every_view_up_to_date() -> None:
+    s = two_hosts()
+    s.place("tas-flavor", [req(1)])
+    s.place("tas-flavor", [req(1, cpu=500)])
+    s.pod_bound("x/p", "b1-r1-x1", {"cpu": 1000})
+    views = list(s.trees["tas-flavor"]._views.values())
+    assert all(v.pending for v in views)
+    s.settle()
+    assert not any(v.pending for v in views)
+    assert domains(s.place("tas-flavor", [req(2)])) == [(("b1", "r1", "x2"), 2)]
