@@ -153,6 +153,10 @@ class State:
         self.src = src
         self._local: dict[int, list[int]] = {}
 
+    def touched(self) -> bool:
+        """Whether this placement changed any domain's counts yet."""
+        return bool(self._local)
+
     def peek(self, d: int) -> list[int]:
         """Read-only view of a domain's counts (local changes included)."""
         st = self._local.get(d)

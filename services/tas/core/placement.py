@@ -101,8 +101,11 @@ def _find_level(tree: CapacityTree, state: State, p: Params, level: int) -> tupl
     domains = list(tree.by_level[level].values())
     if not domains:
         return NoFit(0, p.pods // p.slice_size, level)
-    # Kueue sorts the level (sortedDomainsWithLeader) and scans it; the same picks as minima, no sort
-    rows = {d: state.peek(d) for d in domains}
+    # Kueue sorts the level (sortedDomainsWithLeader) and scans it. The same picks as minima,
+    # no sort: the first domain of that order fits exactly when some domain fits.
+    src_rows = getattr(state.src, "state", None)
+    rows: list[list[int]] | dict[int, list[int]] = (
+        src_rows if src_rows is not None and not state.touched() else {d: state.peek(d) for d in domains})
     values, sign = tree.dvalues, (1 if p.least_free else -1)
 
     def order(d: int) -> tuple[int, int, int, tuple[str, ...]]:
@@ -112,21 +115,16 @@ def _find_level(tree: CapacityTree, state: State, p: Params, level: int) -> tupl
     wanted = p.pods // p.slice_size
     lc = p.leader_count
     field = SLC_WL if lc else SLC
-    fitting = [d for d, st in rows.items() if st[LEADER] >= lc and st[field] >= wanted]
-    top = min(domains, key=order)
-    peek = rows.__getitem__
-    if not p.least_free and peek(top)[SLC_WL] >= wanted and peek(top)[LEADER] >= lc:
-        top = min(fitting, key=lambda d: (rows[d][field], order(d)), default=top)
-    if p.least_free:
-        if fitting:
+    fitting = [d for d in domains if rows[d][LEADER] >= lc and rows[d][field] >= wanted]
+    if fitting:
+        if p.least_free:
             return level, [min(fitting, key=order)]
-        if p.required:
-            return NoFit(peek(max(domains, key=order))[POD], wanted)
-    top_st = peek(top)
-    if top_st[SLC_WL] >= wanted and top_st[LEADER] >= lc:
-        return level, [top]
+        tightest = min(rows[d][field] for d in fitting)
+        return level, [min((d for d in fitting if rows[d][field] == tightest), key=order)]
     if p.required:
-        return NoFit(top_st[SLC], wanted)
+        if p.least_free:
+            return NoFit(rows[max(domains, key=order)][POD], wanted)
+        return NoFit(rows[min(domains, key=order)][SLC], wanted)
     if level > 0 and not p.least_free:
         return _find_level(tree, state, p, level - 1)
     return _spread(tree, state, p, level, _sorted_with_leader(tree, state, domains, p.least_free), wanted)
