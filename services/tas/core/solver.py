@@ -24,7 +24,7 @@ from services.tas.core.model import (
     PodSetPlacement,
     PodSetRequest,
 )
-from services.tas.core.placement import Assignment, NoFit, Params, find_assignment
+from services.tas.core.placement import NoFit, Params, find_assignment
 from services.tas.core.requests import not_fit_message, params_of, pod_amounts, shape_of
 from services.tas.core.tree import CapacityTree
 
