@@ -24,7 +24,7 @@ from services.tas.core.model import (
     PodSetPlacement,
     PodSetRequest,
 )
-from services.tas.core.placement import Assignment, NoFit, Params, find_assignment
+from services.tas.core.placement import NoFit, Params, find_assignment
 from services.tas.core.requests import not_fit_message, params_of, pod_amounts, shape_of
 from services.tas.core.tree import CapacityTree
 
@@ -66,13 +66,25 @@ class TasSolver:
         for node_name, amounts, wl in self.pods.values():
             if wl is None or wl not in self.holds:
                 tree.add_node_usage(node_name, amounts, +1)
+        if old is not None:  # its holds leave the other trees with the old tree
+            for hold in self.holds.values():
+                if hold.flavor == flavor.name:
+                    self._apply_hold(hold, -1)
+        for hold in self.holds.values():  # other flavors' holds on shared nodes
+            if hold.flavor != flavor.name and hold.flavor in self.trees:
+                self._apply_hold(hold, +1, only=tree)
         self.trees[flavor.name] = tree
         for hold in self.holds.values():
             if hold.flavor == flavor.name:
                 self._apply_hold(hold, +1)
 
     def remove_flavor(self, name: str) -> None:
-        self.trees.pop(name, None)
+        if name not in self.trees:
+            return
+        for hold in self.holds.values():
+            if hold.flavor == name:
+                self._apply_hold(hold, -1)
+        del self.trees[name]
 
     def upsert_node(self, node: NodeInfo) -> None:
         self.nodes[node.name] = node
@@ -142,12 +154,20 @@ class TasSolver:
             for tree in self.trees.values():
                 tree.add_node_usage(node, amounts, sign)
 
-    def _apply_hold(self, record: HoldRecord, sign: int) -> None:
+    def _apply_hold(self, record: HoldRecord, sign: int, only: CapacityTree | None = None) -> None:
+        """A hold is capacity used on its flavor's leaves and, when those are nodes, on the same
+        nodes in every other flavor's tree (flavors whose node sets overlap)."""
         tree = self.trees.get(record.flavor)
         if tree is None:
             return
+        others = [only] if only is not None else [t for t in self.trees.values() if t is not tree]
         for ps in record.pod_sets:
-            tree.add_held_at(ps.values, _scaled(ps.requests, ps.count), sign)
+            amounts = _scaled(ps.requests, ps.count)
+            if only is None:
+                tree.add_held_at(ps.values, amounts, sign)
+            if tree.host_leaves:
+                for other in others:
+                    other.add_foreign_held(ps.values[-1], amounts, sign)
 
     @staticmethod
     def held_pod_sets(placement: Placement, pod_sets: Sequence[PodSetRequest]) -> tuple[HeldPodSet, ...]:

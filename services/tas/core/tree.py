@@ -52,6 +52,8 @@ class CapacityTree:
         self.node_used: dict[str, Amounts] = {}
         self.leaf_held: dict[int, Amounts] = {}
         self.orphan_held: dict[tuple[str, ...], Amounts] = {}  # held on leaves not (yet) known
+        self.host_node: dict[str, str] = {}  # hostname label -> node name
+        self.orphan_foreign: dict[str, Amounts] = {}  # other flavors' holds on hosts not (yet) known
         self._views: OrderedDict[Hashable, MaintainedView] = OrderedDict()
 
     # --- structure ---
@@ -119,6 +121,14 @@ class CapacityTree:
             names.append(node.name)
             names.sort()
         self.node_used.setdefault(node.name, {})
+        host = node.labels.get(HOSTNAME_LABEL)
+        if host is not None and self.host_node.get(host) != node.name:
+            self.host_node[host] = node.name
+            foreign = self.orphan_foreign.pop(host, None)
+            if foreign:
+                used = self.node_used[node.name]
+                for r, v in foreign.items():
+                    used[r] = used.get(r, 0) + v
         self._leaf_changed(leaf)
 
     def remove_node(self, name: str) -> None:
@@ -149,6 +159,16 @@ class CapacityTree:
             held[r] = held.get(r, 0) + sign * v
         if not any(held.values()):
             del self.orphan_held[values]
+
+    def add_foreign_held(self, host: str, amounts: Amounts, sign: int) -> None:
+        """Capacity another flavor holds on a node this tree may share: it counts as used here."""
+        name = self.host_node.get(host)
+        if name is not None:
+            self.add_node_usage(name, amounts, sign)
+            return
+        held = self.orphan_foreign.setdefault(host, {})
+        for r, v in amounts.items():
+            held[r] = held.get(r, 0) + sign * v
 
     def add_held(self, leaf: int, amounts: Amounts, sign: int) -> None:
         held = self.leaf_held.setdefault(leaf, {})

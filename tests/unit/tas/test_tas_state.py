@@ -200,3 +200,22 @@ def test_settle_brings_every_view_up_to_date() -> None:
     s.settle()
     assert not any(v.pending for v in views)
     assert domains(s.place("tas-flavor", [req(2)])) == [(("b1", "r1", "x2"), 2)]
+
+
+def test_flavors_sharing_nodes_never_hand_out_the_same_capacity() -> None:
+    from services.tas.core import FlavorSpec, TopologySpecIn
+
+    s = two_hosts()  # flavor "tas-flavor" over x1, x2 (2 cpu each)
+    other = FlavorSpec(name="other", topology=TopologySpecIn(name="hosts", levels=(HOST,)), node_labels={"tas": "yes"})
+    s.assume("ns/early", "tas-flavor", (HeldPodSet(pod_set="main", values=("b1", "r1", "x2"), count=1,
+                                                   requests={"cpu": 1000}),))
+    s.set_flavor(other)  # a tree built after the hold still sees it
+    assert domains(s.place_and_assume("ns/a", "tas-flavor", [req(2)])) == [(("b1", "r1", "x1"), 2)]
+    out = s.place("other", [req(2)])
+    assert isinstance(out, PlacementFailure)  # x1 taken by ns/a in the other flavor, x2 half taken
+    assert domains(s.place("other", [req(1)])) == [(("x2",), 1)]
+    s.release("ns/a")
+    assert domains(s.place("other", [req(2)])) == [(("x1",), 2)]
+    s.remove_flavor("tas-flavor")  # its holds no longer count anywhere
+    assert domains(s.place("other", [req(2)])) == [(("x1",), 2)]
+    assert domains(s.place("other", [req(4, mode="unconstrained", level=None)])) == [(("x1",), 2), (("x2",), 2)]
