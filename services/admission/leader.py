@@ -30,6 +30,7 @@ from kq.runtime import Bus, OutMsg
 from services.admission.core.decisions import CycleResult
 from services.admission.core.model import SchedulerConfig
 from services.admission.handlers import Inputs, missing_sync, publish
+from services.admission.plan import metrics
 from services.admission.plan.inputs import NEEDED_KINDS
 from services.admission.plan.outputs import WRITER, Outgoing, fence_command
 from services.admission.plan.partition import LostLeadership, Partition
@@ -145,7 +146,9 @@ class LeaderTerm:
             for p in parts:
                 results: list[CycleResult] = []
                 while p.wants_cycle(now := self.clock.now()):
+                    started = self.clock.monotonic()
                     result = p.cycle(now)
+                    self.bus.metrics.apply(metrics.attempt(result, self.clock.monotonic() - started))
                     if result.empty():
                         break  # nothing came of it: do not spin on this partition
                     results.append(result)
@@ -155,6 +158,8 @@ class LeaderTerm:
                 if not results and not p.has_due(self.clock.now()):
                     continue
                 produced = produced or bool(results)
+                self.bus.metrics.apply(metrics.decisions(results, p.state, self.clock.now()))
+                self.bus.metrics.apply(metrics.queue_gauges(results, p.state))
                 outputs, errors = p.plan(results, self.clock.now())
                 for err in errors:
                     self.log.error("decision not published", cluster=p.cluster, error=err)

@@ -59,13 +59,15 @@ async def main(bus: Bus, config: Config, settings: AdmissionSettings | None = No
     log = get_logger("kq.admission", instance=config.instance)
 
     async def term(epoch: int) -> None:
-        bus.status = "starting"
+        bus.status, bus.metrics.role = "starting", "leader"
         try:
             await LeaderTerm(bus, clusters, sched, epoch, settings.term).run()
         finally:
-            bus.status = "standby"
+            bus.status, bus.metrics.role = "standby", "follower"
+            bus.metrics.clear_kueue_gauges()  # the queues are the next leader's to report
 
     backoff = settings.restart_backoff_s
+    bus.metrics.role = "follower"
     while True:
         bus.status = "standby"
         try:

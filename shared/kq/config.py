@@ -36,6 +36,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "FairSharing",
+    "HttpConfig",
     "KueueConfig",
     "MultiKueue",
     "NatsConfig",
@@ -155,8 +156,20 @@ class AdmissionConfig(_Cfg, frozen=True, kw_only=True):
         _positive(self, "lease_ttl_s", "restart_backoff_s", "restart_backoff_max_s")
 
 
+class HttpConfig(_Cfg, frozen=True, kw_only=True):
+    """`http:` each process's HTTP endpoint: /metrics (Prometheus), /livez and /readyz (probes)."""
+
+    port: int | None = None  # None: no endpoint (a local stack runs many processes on one host); 0: any free port
+    host: str = "0.0.0.0"
+
+    def __post_init__(self) -> None:
+        if self.port is not None and not 0 <= self.port <= 65535:
+            raise ValueError(f"port: must be within 0..65535, got {self.port}")
+
+
 class Config(_Cfg, frozen=True, kw_only=True):
     nats: NatsConfig = NatsConfig()
+    http: HttpConfig = HttpConfig()
     clusters: tuple[ClusterConfig, ...] = ()
     kueue: KueueConfig = KueueConfig()
     watcher: WatcherConfig = WatcherConfig()
@@ -165,6 +178,7 @@ class Config(_Cfg, frozen=True, kw_only=True):
     log_level: str = "info"
     log_dir: str | None = None
     otel_exporter: str = "none"  # none | console | otlp
+    otel_endpoint: str | None = None  # otlp: the collector's base URL (else OTEL_EXPORTER_OTLP_* variables)
 
 
 class ConfigError(ValueError):
@@ -178,6 +192,10 @@ def _env_overrides(raw: dict) -> dict:
         raw["instance"] = inst
     if lvl := os.environ.get("KQ_LOG_LEVEL"):
         raw["logLevel"] = lvl
+    if port := os.environ.get("KQ_HTTP_PORT"):
+        if not port.isdigit():
+            raise ConfigError(f"KQ_HTTP_PORT: not a port number: {port!r}")
+        raw.setdefault("http", {})["port"] = int(port)
     return raw
 
 

@@ -36,7 +36,7 @@ from .model import (
     WorkloadPriorityClass,
 )
 from .parts import Parts
-from .runtime import ClusterQueueRuntime, CohortRuntime
+from .runtime import ClusterQueueRuntime, CohortRuntime, LocalQueueRuntime
 from .validation import validate
 from .workloads import PendingInfo, ReservedInfo
 
@@ -135,6 +135,10 @@ class SchedulerState:
     @property
     def cohorts(self) -> Mapping[str, CohortRuntime]:
         return self._p.tree.cohorts
+
+    @property
+    def local_queues(self) -> Mapping[str, LocalQueueRuntime]:
+        return self._p.tree.lqs
 
     def iter_reserved(self) -> Iterator[ReservedInfo]:
         return iter(self._p.book.reserved.values())

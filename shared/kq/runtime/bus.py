@@ -24,6 +24,7 @@ from opentelemetry.trace import NoOpTracerProvider, Tracer, TracerProvider
 
 from kq.clock import SYSTEM_CLOCK, Clock
 from kq.config import NatsConfig
+from kq.metrics import ProcessMetrics
 from kq.obs import get_logger, inject_context
 from kq.runtime import consume as _consume
 from kq.runtime import streams
@@ -87,6 +88,7 @@ class Bus:
         self.publish_timeout_s = publish_timeout_s
         self.publish_attempts = publish_attempts
         self.status = "starting"  # reported by the health responder; see mark_ready
+        self.metrics = ProcessMetrics()  # this process's Prometheus metrics (served by kq.runtime.http)
         self.log = get_logger("kq.bus", service=name, instance=instance)
 
     @classmethod

@@ -67,6 +67,8 @@ def now_rfc3339(clock: Clock = SYSTEM_CLOCK) -> str:
 async def settle(bus: Bus, d: Delivery, outcome: Outcome) -> None:
     """Apply an outcome to a message: the only place that acks, naks or terms."""
     nc = bus.nc
+    bus.metrics.settled(d.stream, d.consumer, outcome.action.value, d.pending,
+                        bus.clock.now() - d.timestamp_ns / 1e9)
     if outcome.action is Action.ACK:
         await nc.publish(d.reply, _ACK)
         return

@@ -21,6 +21,7 @@ class HealthStatus(msgspec.Struct, frozen=True, kw_only=True):
     instance: str
     status: str  # starting | ready | stopping
     started_at: str  # RFC 3339
+    http_port: int | None = None  # /metrics, /livez, /readyz (kq.runtime.http), when served
 
 
 _decoder = msgspec.json.Decoder(HealthStatus)
@@ -28,8 +29,10 @@ _encoder = msgspec.json.Encoder()
 
 
 class HealthResponder:
-    def __init__(self, nc: Client, service: str, instance: str, started_at: str, status: Callable[[], str]) -> None:
+    def __init__(self, nc: Client, service: str, instance: str, started_at: str, status: Callable[[], str],
+                 http_port: int | None = None) -> None:
         self._nc = nc
+        self.http_port = http_port  # set once the HTTP endpoint is bound
         self._service = service
         self._instance = instance
         self._started_at = started_at
@@ -43,7 +46,7 @@ class HealthResponder:
         if not msg.reply:
             return
         st = HealthStatus(service=self._service, instance=self._instance, status=self._status(),
-                          started_at=self._started_at)
+                          started_at=self._started_at, http_port=self.http_port)
         await msg.respond(_encoder.encode(st))
 
     async def stop(self) -> None:

@@ -28,6 +28,7 @@ from kq.obs import ObservabilityError, get_logger, setup_observability
 from kq.runtime import eventloop
 from kq.runtime.bus import Bus
 from kq.runtime.health import HealthResponder
+from kq.runtime.http import HttpEndpoint
 
 Main = Callable[[Bus, Config], Coroutine[Any, Any, None]]
 
@@ -63,9 +64,15 @@ async def serve(
             pass
     bus = await Bus.connect(config.nats, name, instance=config.instance, tracer_provider=tracer_provider)
     started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
+    running: list[asyncio.Task[None]] = []  # main, once started: live while it runs
+    http = HttpEndpoint(config.http, name, config.instance, bus.metrics, lambda: bus.status,
+                        lambda: not running or not running[0].done())
     health = HealthResponder(bus.nc, name, config.instance, started_at, lambda: bus.status)
     code = EXIT_OK
     try:
+        health.http_port = await http.start()
+        if health.http_port is not None:
+            log.info("serving /metrics, /livez, /readyz", port=health.http_port)
         await bus.ensure_streams()
         await health.start()
         log.info("service started", nats=config.nats.url)
@@ -79,6 +86,7 @@ async def serve(
         try:
             async with asyncio.TaskGroup() as tg:
                 main_task = tg.create_task(main(bus, config), name=f"{name}:main")
+                running.append(main_task)
                 if ready_when_started:
                     bus.mark_ready()
                 stopper = tg.create_task(until_stopped(), name=f"{name}:stop")
@@ -92,6 +100,7 @@ async def serve(
     finally:
         bus.status = "stopping"
         await health.stop()
+        await http.stop()
         try:
             await asyncio.wait_for(bus.close(), timeout=shutdown_timeout_s)
         except (TimeoutError, Exception) as e:

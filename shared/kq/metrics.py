@@ -1,0 +1,187 @@
+"""Prometheus metrics of one kq process (prometheus-client), served on /metrics by kq.runtime.http.
+
+Kueue's metrics keep Kueue's names, labels and types (pkg/metrics/metrics.go), `replica_role`
+included (leader | follower | standalone); kq's own are named kq_*. Pure code describes what to
+record as kq.metric_updates values; `ProcessMetrics.apply` records them. Gauges are kept in a
+table collected at scrape time, so a report can replace a queue's series wholesale (Kueue's
+DeletePartialMatch).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Literal
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from kq.metric_updates import Gauges, Inc, MetricUpdate, Observe
+
+# `_created` series are noise for every dashboard we know of (Kueue's Go client has none).
+prometheus_client.disable_created_metrics()
+
+Role = Literal["leader", "follower", "standalone"]
+ROLE = "replica_role"
+
+
+def kueue_buckets(count: int) -> tuple[float, ...]:
+    """Kueue's generateExponentialBuckets: 1, then 2.5 doubling (count buckets in all)."""
+    return (1.0, *(2.5 * 2**i for i in range(count - 1)))
+
+
+CQ = ("cluster_queue",)
+LQ = ("name", "namespace")
+CQ_PC = ("cluster_queue", "priority_class")
+LQ_PC = ("name", "namespace", "priority_class")
+CQ_FR = ("cohort", "cluster_queue", "flavor", "resource")
+LQ_FR = ("name", "namespace", "flavor", "resource")
+
+# name -> (help, labels without replica_role)
+COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "kueue_admission_attempts_total": ("The total number of attempts to admit workloads (result: success | inadmissible).", ("result",)),
+    "kueue_quota_reserved_workloads_total": ("The total number of quota reserved workloads per 'cluster_queue'", CQ_PC),
+    "kueue_local_queue_quota_reserved_workloads_total": ("The total number of quota reserved workloads per 'local_queue'", LQ_PC),
+    "kueue_admitted_workloads_total": ("The total number of admitted workloads per 'cluster_queue'", CQ_PC),
+    "kueue_local_queue_admitted_workloads_total": ("The total number of admitted workloads per 'local_queue'", LQ_PC),
+    "kueue_evicted_workloads_total": ("The number of evicted workloads per 'cluster_queue', with the eviction 'reason' and 'underlying_cause'",
+                                      ("cluster_queue", "reason", "underlying_cause", "priority_class")),
+    "kueue_local_queue_evicted_workloads_total": ("The number of evicted workloads per 'local_queue', with the eviction 'reason' and 'underlying_cause'",
+                                                  ("name", "namespace", "reason", "underlying_cause", "priority_class")),
+    "kueue_preempted_workloads_total": ("The number of preempted workloads per 'preempting_cluster_queue' and preemption 'reason'",
+                                        ("preempting_cluster_queue", "reason")),
+}
+
+_WAIT = "The time between a workload was created or requeued until "
+HISTOGRAMS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...] | None]] = {
+    "kueue_admission_attempt_duration_seconds": ("The latency of an admission attempt (result: success | inadmissible).", ("result",), None),
+    "kueue_quota_reserved_wait_time_seconds": (_WAIT + "it got quota reservation, per 'cluster_queue'", CQ_PC, kueue_buckets(14)),
+    "kueue_local_queue_quota_reserved_wait_time_seconds": (_WAIT + "it got quota reservation, per 'local_queue'", LQ_PC, kueue_buckets(14)),
+    "kueue_admission_wait_time_seconds": (_WAIT + "admission, per 'cluster_queue'", CQ_PC, kueue_buckets(16)),
+    "kueue_local_queue_admission_wait_time_seconds": (_WAIT + "admission, per 'local_queue'", LQ_PC, kueue_buckets(16)),
+    "kueue_admission_checks_wait_time_seconds": ("The time from when a workload got the quota reservation until admission, per 'cluster_queue'", CQ_PC, kueue_buckets(14)),
+    "kueue_local_queue_admission_checks_wait_time_seconds": ("The time from when a workload got the quota reservation until admission, per 'local_queue'", LQ_PC, kueue_buckets(14)),
+}
+
+GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "kueue_pending_workloads": ("The number of pending workloads, per 'cluster_queue' and 'status' (active | inadmissible)", ("cluster_queue", "status")),
+    "kueue_local_queue_pending_workloads": ("The number of pending workloads, per 'local_queue' and 'status' (active | inadmissible)", ("name", "namespace", "status")),
+    "kueue_reserving_active_workloads": ("The number of Workloads that are reserving quota, per 'cluster_queue'", CQ),
+    "kueue_local_queue_reserving_active_workloads": ("The number of Workloads that are reserving quota, per 'localQueue'", LQ),
+    "kueue_admitted_active_workloads": ("The number of admitted Workloads that are active, per 'cluster_queue'", CQ),
+    "kueue_local_queue_admitted_active_workloads": ("The number of admitted Workloads that are active, per 'localQueue'", LQ),
+    "kueue_cluster_queue_status": ("Reports 'cluster_queue' with its 'status' (pending | active | terminated): 1 for the current one", ("cluster_queue", "status")),
+    "kueue_local_queue_status": ("Reports 'localQueue' with its 'active' status (True | False | Unknown): 1 for the current one", ("name", "namespace", "active")),
+    "kueue_cluster_queue_resource_reservation": ("Reports the cluster_queue's total resource reservation within all the flavors", CQ_FR),
+    "kueue_cluster_queue_resource_usage": ("Reports the cluster_queue's total resource usage within all the flavors", CQ_FR),
+    "kueue_cluster_queue_nominal_quota": ("Reports the cluster_queue's resource nominal quota within all the flavors", CQ_FR),
+    "kueue_cluster_queue_borrowing_limit": ("Reports the cluster_queue's resource borrowing limit within all the flavors (+Inf: none)", CQ_FR),
+    "kueue_cluster_queue_lending_limit": ("Reports the cluster_queue's resource lending limit within all the flavors (+Inf: none)", CQ_FR),
+    "kueue_local_queue_resource_reservation": ("Reports the localQueue's total resource reservation within all the flavors", LQ_FR),
+    "kueue_local_queue_resource_usage": ("Reports the localQueue's total resource usage within all the flavors", LQ_FR),
+    "kueue_cluster_queue_weighted_share": ("Reports the cluster_queue's weighted share (fair sharing; NaN when infinite)", ("cluster_queue", "cohort")),
+    "kueue_cohort_subtree_quota": ("Reports the cohort's subtree quota within all the flavors", ("cohort", "flavor", "resource")),
+    # kq's own
+    "kq_bus_consumer_pending_messages": ("Messages a durable consumer has yet to be sent (its lag), as of its latest delivery", ("stream", "consumer")),
+    "kq_service_ready": ("1 while this process is ready (caught up and holding or standing by for its lease)", ()),
+}
+
+KQ_COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "kq_decisions_total": ("Decisions a scheduler published, per 'kind' (rate() gives decisions per second)", ("kind",)),
+}
+KQ_HISTOGRAMS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...] | None]] = {
+    "kq_bus_message_latency_seconds": ("From a message's storage in its stream until this consumer settled it (for KQ_CMD: command latency)",
+                                       ("stream", "consumer", "outcome"),
+                                       (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)),
+}
+
+
+class _GaugeTable(Collector):
+    """Gauges kept as rows and turned into families at scrape time."""
+
+    def __init__(self, families: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
+        self.families = dict(families)
+        self.rows: dict[str, dict[tuple[str, ...], float]] = {name: {} for name in families}
+
+    def labels_of(self, metric: str) -> tuple[str, ...]:
+        return (*self.families[metric][1], ROLE)
+
+    def replace(self, metric: str, scope: Mapping[str, str], rows: Iterable[tuple[dict[str, str], float]]) -> None:
+        names = self.labels_of(metric)
+        idx = [(names.index(k), v) for k, v in scope.items()]
+        table = self.rows[metric]
+        for key in [k for k in table if all(k[i] == v for i, v in idx)]:
+            del table[key]
+        for labels, value in rows:
+            table[_values(metric, names, labels)] = value
+
+    def clear(self, prefix: str) -> None:
+        for name, table in self.rows.items():
+            if name.startswith(prefix):
+                table.clear()
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        for name, (doc, _labels) in self.families.items():
+            fam = GaugeMetricFamily(name, doc, labels=self.labels_of(name))
+            for values, value in sorted(self.rows[name].items()):
+                fam.add_metric(list(values), value)
+            yield fam
+
+
+def _values(metric: str, names: tuple[str, ...], labels: Mapping[str, str]) -> tuple[str, ...]:
+    if set(labels) != set(names):
+        raise ValueError(f"{metric}: labels {sorted(labels)} are not {sorted(names)}")
+    return tuple(labels[n] for n in names)
+
+
+class ProcessMetrics:
+    """Every metric of one process, in its own registry (tests run several in one interpreter)."""
+
+    def __init__(self, role: Role = "standalone") -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.role: Role = role
+        self._counters = {name: Counter(name, doc, (*labels, ROLE), registry=self.registry)
+                          for name, (doc, labels) in (COUNTERS | KQ_COUNTERS).items()}
+        self._histograms = {
+            name: Histogram(name, doc, (*labels, ROLE), registry=self.registry,
+                            buckets=buckets or Histogram.DEFAULT_BUCKETS)
+            for name, (doc, labels, buckets) in (HISTOGRAMS | KQ_HISTOGRAMS).items()
+        }
+        self._gauges = _GaugeTable(GAUGES)
+        self.registry.register(self._gauges)
+        self.set_ready(False)
+
+    def apply(self, updates: Iterable[MetricUpdate]) -> None:
+        role = {ROLE: self.role}
+        for u in updates:
+            match u:
+                case Inc(metric, labels, amount):
+                    self._counters[metric].labels(**labels, **role).inc(amount)
+                case Observe(metric, labels, value):
+                    self._histograms[metric].labels(**labels, **role).observe(value)
+                case Gauges(metric, scope, rows):
+                    self._gauges.replace(metric, {**scope, **role}, [({**scope, **r, **role}, v) for r, v in rows])
+
+    def clear_kueue_gauges(self) -> None:
+        """A scheduler that stops leading stops reporting its queues (their state is no longer its own)."""
+        self._gauges.clear("kueue_")
+
+    # -- kq's own ------------------------------------------------------------------------------
+
+    def set_ready(self, ready: bool) -> None:
+        self._gauges.replace("kq_service_ready", {}, [({ROLE: self.role}, 1.0 if ready else 0.0)])
+
+    def settled(self, stream: str, consumer: str, outcome: str, pending: int, latency_s: float) -> None:
+        """One message settled by a durable consumer (kq.runtime.consume.settle)."""
+        role = self.role
+        self._histograms["kq_bus_message_latency_seconds"].labels(stream, consumer, outcome, role).observe(
+            max(0.0, latency_s))
+        self._gauges.replace("kq_bus_consumer_pending_messages", {"stream": stream, "consumer": consumer},
+                             [({"stream": stream, "consumer": consumer, ROLE: role}, float(pending))])
+
+    def exposition(self) -> bytes:
+        return prometheus_client.generate_latest(self.registry)
+
+
+CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
