@@ -155,10 +155,10 @@ def test_go_durations(text: str, seconds: float) -> None:
 def test_every_setting_is_documented_with_its_default() -> None:
     import msgspec
 
-    from kq.config import NatsConfig
+    from kq.config import HttpConfig, NatsConfig
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
-    for cls in (Config, NatsConfig, WatcherConfig, AdmissionConfig, AdmissionTermConfig):
+    for cls in (Config, NatsConfig, HttpConfig, WatcherConfig, AdmissionConfig, AdmissionTermConfig):
         for f in msgspec.structs.fields(cls):
             row = next((line for line in doc.splitlines() if line.startswith(f"| `{f.encode_name}` |")), None)
             assert row is not None, f"{cls.__name__}.{f.encode_name} is not in docs/configuration.md"

@@ -1,0 +1,69 @@
+"""kq.metrics: updates recorded with replica_role, gauge reports replacing a queue's series, bad labels refused."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from kq.metric_updates import Gauges, Inc, Observe
+from kq.metrics import ProcessMetrics, kueue_buckets
+
+
+def samples(m: ProcessMetrics, metric: str) -> dict[frozenset[tuple[str, str]], float]:
+    text = m.exposition().decode()
+    return {frozenset(s.labels.items()): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples if s.name == metric}
+
+
+def test_kueue_buckets_are_kueues() -> None:
+    assert kueue_buckets(4) == (1.0, 2.5, 5.0, 10.0)
+
+
+def test_counters_and_histograms_carry_the_replica_role() -> None:
+    m = ProcessMetrics(role="leader")
+    m.apply([Inc("kueue_admitted_workloads_total", {"cluster_queue": "cq", "priority_class": "p"}, 2),
+             Observe("kueue_admission_wait_time_seconds", {"cluster_queue": "cq", "priority_class": "p"}, 3.0)])
+    labels = frozenset({"cluster_queue": "cq", "priority_class": "p", "replica_role": "leader"}.items())
+    assert samples(m, "kueue_admitted_workloads_total") == {labels: 2.0}
+    assert samples(m, "kueue_admission_wait_time_seconds_count") == {labels: 1.0}
+    assert samples(m, "kueue_admission_wait_time_seconds_sum") == {labels: 3.0}
+    assert "kueue_admitted_workloads_created" not in m.exposition().decode()
+
+
+def test_a_gauge_report_replaces_the_queues_series_and_leaves_others() -> None:
+    m = ProcessMetrics()
+    fr = "kueue_cluster_queue_nominal_quota"
+
+    def report(cq: str, rows: dict[str, float]) -> None:
+        m.apply([Gauges(fr, {"cohort": "", "cluster_queue": cq},
+                        tuple(({"flavor": f, "resource": "cpu"}, v) for f, v in rows.items()))])
+
+    report("a", {"x": 1.0, "y": 2.0})
+    report("b", {"x": 5.0})
+    report("a", {"y": 3.0})  # flavor x left ClusterQueue a
+    got = {(dict(k)["cluster_queue"], dict(k)["flavor"]): v for k, v in samples(m, fr).items()}
+    assert got == {("a", "y"): 3.0, ("b", "x"): 5.0}
+    m.clear_kueue_gauges()
+    assert samples(m, fr) == {}
+
+
+def test_wrong_labels_are_a_bug() -> None:
+    m = ProcessMetrics()
+    with pytest.raises(ValueError, match="kueue_pending_workloads"):
+        m.apply([Gauges("kueue_pending_workloads", {"cluster_queue": "cq"}, (({"state": "active"}, 1.0),))])
+    with pytest.raises(ValueError):
+        m.apply([Inc("kueue_admitted_workloads_total", {"cluster_queue": "cq"})])
+
+
+def test_settled_messages_give_lag_and_latency_per_consumer() -> None:
+    m = ProcessMetrics()
+    m.settled("KQ_CMD", "watcher-cmd", "ack", pending=7, latency_s=0.2)
+    m.settled("KQ_CMD", "watcher-cmd", "ack", pending=3, latency_s=0.4)
+    key = frozenset({"stream": "KQ_CMD", "consumer": "watcher-cmd", "replica_role": "standalone"}.items())
+    assert samples(m, "kq_bus_consumer_pending_messages") == {key: 3.0}
+    count = samples(m, "kq_bus_message_latency_seconds_count")
+    assert count == {frozenset({**dict(key), "outcome": "ack"}.items()): 2.0}
+    ready = samples(m, "kq_service_ready")
+    assert list(ready.values()) == [0.0]
+    m.set_ready(True)
+    assert list(samples(m, "kq_service_ready").values()) == [1.0]
