@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+import aiohttp
 import pytest
 from support.wait import eventually
 
@@ -78,7 +79,11 @@ async def test_up_apply_get_down(tmp_path: Path) -> None:
 
         status = await kq("status", cwd=tmp_path)
         assert status.code == 0, status
-        assert {r["PROCESS"]: r["STATE"] for r in table(status.out.split("\n\n", 1)[1])}["watcher"] == "running"
+        procs = {r["PROCESS"]: r for r in table(status.out.split("\n\n", 1)[1])}
+        assert procs["watcher"]["STATE"] == "running"
+        # Every service serves /readyz and /metrics on a port of its own (KQ_HTTP_PORT=0).
+        assert (procs["watcher"]["READY"], procs["admission"]["READY"]) == ("ready", "ready"), status.out
+        metrics_urls = {name: procs[name]["METRICS"] for name in ("watcher", "admission")}
 
         applied = await kq("apply", "-f", str(EXAMPLES / "single-clusterqueue-setup.yaml"), cwd=tmp_path)
         assert applied.code == 0, applied
@@ -98,6 +103,19 @@ async def test_up_apply_get_down(tmp_path: Path) -> None:
 
         cqs = await eventually(lambda: listed("cq"), timeout=20, what="kq get cq shows the mirror")
         assert [(r["NAME"], r["COHORT"]) for r in cqs] == [("cluster-queue", "")]
+
+        async def scraped() -> bool:
+            async with aiohttp.ClientSession() as http:
+                async with http.get(metrics_urls["admission"]) as r:
+                    text = await r.text()
+                assert ('kueue_cluster_queue_nominal_quota{cluster_queue="cluster-queue",cohort="",'
+                        'flavor="default-flavor",replica_role="leader",resource="cpu"} 9.0') in text, text[-2000:]
+                async with http.get(metrics_urls["watcher"]) as r:
+                    text = await r.text()
+                assert 'kq_bus_message_latency_seconds_count{consumer=' in text, text[-2000:]
+            return True
+
+        await eventually(scraped, timeout=20, what="admission and watcher metrics over HTTP")
         lqs = await eventually(lambda: listed("localqueues", "-A"), timeout=20)
         assert [(r["NAMESPACE"], r["NAME"], r["CLUSTERQUEUE"]) for r in lqs] == [("default", "user-queue",
                                                                                    "cluster-queue")]

@@ -12,7 +12,7 @@ from kq.cli.target import stack_dir
 from kq.config import ConfigError, KueueConfig, load_kueue_config, unused_fields
 from kq.installed import installed_services
 from kq.stack import Stack, StackError, StateError, is_alive, read_state, stop_stack
-from kq.stack.health import instance_status
+from kq.stack.health import http_readiness, instance_status
 
 
 def _kueue_config(path: str | None) -> KueueConfig | None:
@@ -83,6 +83,8 @@ async def cmd_status(args: argparse.Namespace, io: Streams) -> int:
     state = read_state(stack_dir(args))
     alive = {p.name: is_alive(p) for p in state.processes}
     health: dict[str, str] = {}
+    ready: dict[str, str] = {}  # what each instance's /readyz says (the kubelet's view)
+    metrics: dict[str, str] = {}
     services = [p for p in state.processes if p.role == "service" and alive[p.name]]
     if services and alive.get("nats-server"):
         try:
@@ -90,6 +92,9 @@ async def cmd_status(args: argparse.Namespace, io: Streams) -> int:
                 for p in services:
                     st = await instance_status(bus.nc, p.service or p.name, p.instance or "0", window_s=1.0)
                     health[p.name] = st.status if st is not None else "no answer"
+                    if st is not None and st.http_port is not None:
+                        ready[p.name] = await http_readiness(st.http_port)
+                        metrics[p.name] = f"http://127.0.0.1:{st.http_port}/metrics"
         except BusReadError as e:
             print(f"warning: {e}", file=io.err)
     print(f"stack in {state.dir} (started {state.started_at})", file=io.out)
@@ -98,11 +103,13 @@ async def cmd_status(args: argparse.Namespace, io: Streams) -> int:
     for c in state.clusters:
         print(f"cluster: {c.name} ({c.role}) kubeconfig {c.kubeconfig}", file=io.out)
     print(file=io.out)
-    rows = [(p.name, str(p.pid), "running" if alive[p.name] else "exited", health.get(p.name, "-"), p.log)
+    rows = [(p.name, str(p.pid), "running" if alive[p.name] else "exited", health.get(p.name, "-"),
+             ready.get(p.name, "-"), metrics.get(p.name, "-"), p.log)
             for p in state.processes]
-    io.out.write(render(Table(("PROCESS", "PID", "STATE", "HEALTH", "LOG"), rows)))
+    io.out.write(render(Table(("PROCESS", "PID", "STATE", "HEALTH", "READY", "METRICS", "LOG"), rows)))
     bad = [p.name for p in state.processes if not alive[p.name]]
     bad += [n for n, h in health.items() if h not in ("ready", "standby")]
+    bad += [n for n, r in ready.items() if r != "ready"]
     if bad:
         print(f"not healthy: {', '.join(sorted(set(bad)))}", file=io.err)
         return 1

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import time
 
+import aiohttp
 import msgspec
 import nats.errors
 from nats.aio.client import Client
 
 from kq import subjects
 from kq.runtime.health import HealthStatus
+from kq.runtime.http import Probe
 
 # A standby is healthy too: it is ready to take over.
 HEALTHY = frozenset({"ready", "standby"})
@@ -48,3 +50,22 @@ async def health_answers(nc: Client, service: str, *, window_s: float = 0.25,
 
 async def instance_status(nc: Client, service: str, instance: str, window_s: float = 0.25) -> HealthStatus | None:
     return (await health_answers(nc, service, window_s=window_s, want_instance=instance)).get(instance)
+
+
+async def http_readiness(port: int | None, timeout_s: float = 1.0) -> str:
+    """What an instance's /readyz says: "ready", "not ready (<status>)", "-" without an endpoint."""
+    if port is None:
+        return "-"
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as s, \
+                s.get(f"http://127.0.0.1:{port}/readyz") as r:
+            body = await r.text()
+    except (aiohttp.ClientError, TimeoutError) as e:
+        return f"no answer ({type(e).__name__})"
+    if r.status == 200:
+        return "ready"
+    try:
+        status = msgspec.json.decode(body, type=Probe).status
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        status = f"HTTP {r.status}"
+    return f"not ready ({status})"

@@ -47,7 +47,7 @@ Progress = Callable[[str], None]
 _KUBESIM_READY = re.compile(r"kubesim ready (\S+)")
 _POLL_S = 0.05
 # Variables config.py reads: a user's own settings must not leak into the stack's services.
-_OWN_ENV = ("KQ_CONFIG", "KQ_NATS_URL", "KQ_INSTANCE", "KQ_LOG_LEVEL")
+_OWN_ENV = ("KQ_CONFIG", "KQ_NATS_URL", "KQ_INSTANCE", "KQ_LOG_LEVEL", "KQ_HTTP_PORT")
 
 
 class StackError(RuntimeError):
@@ -256,6 +256,7 @@ class Stack:
         if instance is not None:
             env["KQ_CONFIG"] = str(self.config_path)
             env["KQ_INSTANCE"] = instance
+            env["KQ_HTTP_PORT"] = "0"  # any free port: /metrics and probes, announced in the health answer
         return env
 
     def _instances(self) -> list[tuple[str, str]]:
