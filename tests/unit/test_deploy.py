@@ -245,3 +245,18 @@ def test_dockerfile_builds_one_image_for_everything():
     for path in ("shared", "kubesim", "services", "pyproject.toml"):
         assert path in text and (ROOT / path).exists()
     assert "USER 10001" in text
+
+
+def test_every_deployment_is_probed_and_scraped_on_the_configured_port():
+    (cm,) = [c for c in _of_kind("ConfigMap") if c["metadata"]["name"] == "kq-config"]
+    port = parse_config(cm["data"]["config.yaml"], "kq-config").http.port
+    assert port is not None, "kq-config must set http.port: the probes need it"
+    for name, dep in _deployments().items():
+        template = dep["spec"]["template"]
+        (container,) = template["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in container.get("ports", ())}
+        assert ports.get("http") == port, f"{name}: add ports: [{{name: http, containerPort: {port}}}]"
+        for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
+            assert container.get(probe, {}).get("httpGet") == {"path": path, "port": "http"}, f"{name}: {probe}"
+        notes = template["metadata"].get("annotations", {})
+        assert (notes.get("prometheus.io/scrape"), notes.get("prometheus.io/port")) == ("true", str(port)), name
