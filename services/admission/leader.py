@@ -30,6 +30,7 @@ from kq.runtime import Bus, OutMsg
 from services.admission.core.decisions import CycleResult
 from services.admission.core.model import SchedulerConfig
 from services.admission.handlers import Inputs, missing_sync, publish
+from services.admission.plan import events as k8s_events
 from services.admission.plan import metrics
 from services.admission.plan.inputs import NEEDED_KINDS
 from services.admission.plan.outputs import WRITER, Outgoing, fence_command
@@ -164,6 +165,8 @@ class LeaderTerm:
                 for err in errors:
                     self.log.error("decision not published", cluster=p.cluster, error=err)
                 commands += outputs.commands
+                commands += k8s_events.record_events(results, p.state, p.cluster, self.epoch, self.clock.now(),
+                                                     k8s_events.pending_written(outputs))
                 events += outputs.events
             if commands or events:
                 await publish(self.bus, commands, events)

@@ -23,12 +23,13 @@ import msgspec
 from kq import subjects
 from kq.clock import rfc3339_seconds
 from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled, retry_delay
-from kq.messages import Command, CommandOutcome, Fence, command_decoder, outcome_of
+from kq.messages import Command, CommandOutcome, Fence, RecordEvent, command_decoder, outcome_of
 from kq.obs import get_logger
 from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Place, TemporaryError
 from services.watcher.apply import apply_action, read
 from services.watcher.core.commands import STALE_EPOCH, plan_command, target_ref
 from services.watcher.core.writes import Refusal, Skip, Write
+from services.watcher.events import EventWriter
 from services.watcher.objects import ClusterObjects
 
 
@@ -49,6 +50,7 @@ class CommandExecutor:
         # each handing the next what blocked it (None: nothing).
         self._writes: KeyedExecutor[BaseException] = KeyedExecutor(concurrency)
         self.log = get_logger("kq.watcher.commands", cluster=cluster)
+        self.events = EventWriter(client, bus.instance, bus.clock)
 
     # --- epochs survive a restart through the outcomes we published ---
 
@@ -167,6 +169,8 @@ class CommandExecutor:
             plan = plan_command(cmd, None, max_epoch, rfc3339_seconds(self.bus.clock.now()))
             assert not isinstance(plan, Write), plan  # no target or a stale epoch: nothing to write
             return self._outcome(cmd, isinstance(plan, Skip), plan.reason, "")
+        if isinstance(cmd, RecordEvent):
+            return await self._record_event(cmd)
         kind, ns, name = ref
         current: Any = self.objects.get(kind, ns, name) if self.objects.caches(kind) else None
         fresh = current is None
@@ -195,6 +199,17 @@ class CommandExecutor:
             except KubeError as e:
                 raise TemporaryError(str(e)) from e
         raise TemporaryError(f"{kind} {ns}/{name} kept changing under {type(cmd).__name__} {cmd.id}")
+
+    async def _record_event(self, cmd: RecordEvent) -> CommandOutcome:
+        try:
+            applied, reason, rv = await self.events.record(cmd)
+        except (BadRequest, Forbidden) as e:
+            return self._outcome(cmd, False, "Rejected" if isinstance(e, BadRequest) else "Forbidden", "")
+        except Throttled as e:
+            raise TemporaryError(str(e), delay_s=retry_delay(e, 0.2)) from e
+        except KubeError as e:
+            raise TemporaryError(str(e)) from e
+        return self._outcome(cmd, applied, reason, rv)
 
     async def _read(self, kind: str, ns: str, name: str) -> Any:
         try:

@@ -122,7 +122,7 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
         from kq.api.registry import KINDS
 
         skip = {s.lower() for s in self.skip_kinds}
-        return [i.token for i in KINDS if i.token not in skip]
+        return [i.token for i in KINDS if i.mirrored and i.token not in skip]
 
 
 class AdmissionTermConfig(_Cfg, frozen=True, kw_only=True):

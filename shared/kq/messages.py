@@ -12,6 +12,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
+from kq.api.events import ObjectReference
 from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus
 
 
@@ -73,6 +74,18 @@ class SetLocalQueueStatus(_Command, frozen=True, kw_only=True, tag="SetLocalQueu
     status: LocalQueueStatus
 
 
+class RecordEvent(_Command, frozen=True, kw_only=True, tag="RecordEvent"):
+    """Record a core/v1 Event on an object, as Kueue's recorder.Eventf does. The watcher aggregates
+    repeats (count, lastTimestamp) and rate-limits per object; `at` is the decision's time."""
+
+    involved: ObjectReference  # kind, apiVersion, namespace ("" when cluster-scoped), name, uid
+    event_type: Literal["Normal", "Warning"]
+    reason: str
+    action: str = ""
+    message: str
+    at: str  # RFC 3339
+
+
 class Fence(_Command, frozen=True, kw_only=True, tag="Fence"):
     """A new lease holder's first command: from here on older epochs are refused."""
 
@@ -84,10 +97,11 @@ Command = (
     | DeactivateWorkload
     | SetClusterQueueStatus
     | SetLocalQueueStatus
+    | RecordEvent
     | Fence
 )
 
-CommandKind = Literal["workload", "clusterqueue", "localqueue", "fence"]
+CommandKind = Literal["workload", "clusterqueue", "localqueue", "event", "fence"]
 
 COMMAND_KIND: dict[type, CommandKind] = {
     AdmitWorkload: "workload",
@@ -96,6 +110,7 @@ COMMAND_KIND: dict[type, CommandKind] = {
     DeactivateWorkload: "workload",
     SetClusterQueueStatus: "clusterqueue",
     SetLocalQueueStatus: "localqueue",
+    RecordEvent: "event",
     Fence: "fence",
 }
 
@@ -111,6 +126,7 @@ CommandType = Literal[
     "DeactivateWorkload",
     "SetClusterQueueStatus",
     "SetLocalQueueStatus",
+    "RecordEvent",
     "Fence",
 ]
 WORKLOAD_COMMANDS: frozenset[CommandType] = frozenset(
@@ -124,6 +140,7 @@ COMMAND_TYPE: dict[type, CommandType] = {
     DeactivateWorkload: "DeactivateWorkload",
     SetClusterQueueStatus: "SetClusterQueueStatus",
     SetLocalQueueStatus: "SetLocalQueueStatus",
+    RecordEvent: "RecordEvent",
     Fence: "Fence",
 }
 
@@ -143,6 +160,7 @@ RefusalReason = Literal[
     "EvictionInProgress",  # still holds the quota it is being evicted from
     "Rejected",  # the API server refused the write (400)
     "Forbidden",  # the API server refused the write (403)
+    "RateLimited",  # RecordEvent: the object had too many events lately (client-go's spam filter)
 ]
 OutcomeReason: TypeAlias = AppliedReason | RefusalReason
 

@@ -131,26 +131,19 @@ def get_logger(name: str | None = None, **bound: Any) -> Any:
 # -- tracing -------------------------------------------------------------------------------
 
 
-def _otlp_exporter() -> SpanExporter:
-    # The OTLP exporters are optional installs, absent from kq's own dependencies.
-    try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[import-not-found]  # optional
-            OTLPSpanExporter,
-        )
-    except ImportError:
-        try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]  # optional
-                OTLPSpanExporter,
-            )
-        except ImportError:
-            raise ObservabilityError(
-                "otelExporter: 'otlp' needs the opentelemetry-exporter-otlp package, which is not installed"
-            ) from None
-    return OTLPSpanExporter()  # endpoint from the standard OTEL_EXPORTER_OTLP_* variables
+def _otlp_exporter(endpoint: str | None) -> SpanExporter:
+    """OTLP over HTTP/protobuf (a kq dependency). `endpoint` is the collector's base URL (traces go to
+    <endpoint>/v1/traces); without it the standard OTEL_EXPORTER_OTLP_* variables decide."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    if endpoint:
+        return OTLPSpanExporter(endpoint=endpoint.rstrip("/") + "/v1/traces")
+    return OTLPSpanExporter()
 
 
 def make_tracer_provider(
-    service: str, instance: str, exporter: str = "none", *, span_exporter: SpanExporter | None = None
+    service: str, instance: str, exporter: str = "none", *, span_exporter: SpanExporter | None = None,
+    endpoint: str | None = None,
 ) -> TracerProvider:
     """A provider for one process; `span_exporter` overrides the configured one (tests)."""
     provider = TracerProvider(resource=Resource.create({"service.name": service, "service.instance.id": instance}))
@@ -160,7 +153,7 @@ def make_tracer_provider(
         elif exporter == "console":
             span_exporter = ConsoleSpanExporter(out=sys.stderr)
         elif exporter == "otlp":
-            span_exporter = _otlp_exporter()
+            span_exporter = _otlp_exporter(endpoint)
         else:
             raise ObservabilityError(f"otelExporter: {exporter!r} is not one of none, console, otlp")
     if span_exporter is not None:
@@ -186,7 +179,7 @@ class Observability:
 
 def setup_observability(service: str, config: Config) -> Observability:
     configure_logging(service, config.instance, config.log_level, config.log_dir)
-    provider = make_tracer_provider(service, config.instance, config.otel_exporter)
+    provider = make_tracer_provider(service, config.instance, config.otel_exporter, endpoint=config.otel_endpoint)
     return Observability(service, config.instance, provider)
 
 

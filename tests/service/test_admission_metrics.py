@@ -11,9 +11,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from service.test_admission_service import FAST, KUEUE, job_doc, make_world, reserved, workload_doc, workloads
 from support.wait import eventually
 from support.watcher_harness import cluster_configs, create, running_watcher
-from test_admission_service import FAST, KUEUE, job_doc, make_world, reserved, workload_doc, workloads
 
 from kq.config import Config, HttpConfig, NatsConfig
 from kq.kube import KubeClient

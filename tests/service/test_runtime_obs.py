@@ -58,14 +58,17 @@ def test_bad_settings_name_the_field(call, needle: str, restore_logging: None) -
         call()
 
 
-def test_otlp_without_its_package_is_a_clear_error() -> None:
+def test_otlp_is_installed_and_takes_the_configured_endpoint() -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    provider = make_tracer_provider("s", "0", "otlp", endpoint="http://collector.example:4318/")
     try:
-        import opentelemetry.exporter.otlp  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        with pytest.raises(ObservabilityError, match="opentelemetry-exporter-otlp"):
-            make_tracer_provider("s", "0", "otlp")
-    else:
-        assert make_tracer_provider("s", "0", "otlp") is not None
+        processors = provider._active_span_processor._span_processors  # the SDK keeps them there
+        (exporter,) = [p.span_exporter for p in processors]  # type: ignore[attr-defined]  # BatchSpanProcessor's
+        assert isinstance(exporter, OTLPSpanExporter)
+        assert exporter._endpoint == "http://collector.example:4318/v1/traces"
+    finally:
+        provider.shutdown()
 
 
 def test_provider_names_the_service() -> None:

@@ -41,7 +41,7 @@ def _limit(milli: int | None) -> float:
     return math.inf if milli is None else _units(milli)
 
 
-def _queued_since(wl: Workload) -> float:
+def queued_since(wl: Workload) -> float:
     times = [t for t in (wl.evicted_time, wl.requeue_at) if t is not None]
     return max([wl.creation_time, *times])
 
@@ -77,9 +77,9 @@ def decisions(results: Iterable[CycleResult], state: SchedulerState, now: float)
                 out.append(Inc("kq_decisions_total", {"kind": kind}, n))
         for a in r.admissions:
             cq_extra, lq, wl = wls.labels(a.workload)
-            wait = 0.0 if wl is None else max(0.0, now - _queued_since(wl))
-            out += _counted("quota_reserved_workloads_total", "quota_reserved_wait_time_seconds", a.cluster_queue,
-                            cq_extra, lq, wait)
+            wait = 0.0 if wl is None else max(0.0, now - queued_since(wl))
+            out += _counted("quota_reserved_workloads_total", "quota_reserved_wait_time_seconds",
+                            a.cluster_queue, cq_extra, lq, wait)
             if a.admitted:
                 out += _counted("admitted_workloads_total", "admission_wait_time_seconds", a.cluster_queue,
                                 cq_extra, lq, wait)
@@ -105,11 +105,12 @@ def _counted(total: str, wait_metric: str, cq: str, cq_extra: dict[str, str], lq
 
 def _checks_ready(c: ChecksReadyDecision, wls: _Workloads, now: float) -> Iterator[MetricUpdate]:
     cq_extra, lq, wl = wls.labels(c.workload)
-    wait = 0.0 if wl is None else max(0.0, now - _queued_since(wl))
+    wait = 0.0 if wl is None else max(0.0, now - queued_since(wl))
     yield from _counted("admitted_workloads_total", "admission_wait_time_seconds", c.cluster_queue, cq_extra, lq, wait)
     if wl is not None and wl.quota_reserved_time is not None:
         checks = max(0.0, now - wl.quota_reserved_time)
-        yield Observe("kueue_admission_checks_wait_time_seconds", {"cluster_queue": c.cluster_queue, **cq_extra}, checks)
+        yield Observe("kueue_admission_checks_wait_time_seconds", {"cluster_queue": c.cluster_queue, **cq_extra},
+                      checks)
         if lq:
             yield Observe("kueue_local_queue_admission_checks_wait_time_seconds", lq, checks)
 
@@ -178,8 +179,9 @@ def _local_queue_gauges(ns: str, name: str, s: LocalQueueStatus, state: Schedule
     rt = state.cqs.get(lq.spec.cluster_queue) if lq is not None else None
     key = f"{ns}/{name}"
     parked = sum(1 for k in rt.queue.parked_keys() if _lq_key(state, k) == key) if rt is not None else 0
+    active = float(s.pending_workloads - parked)
     yield Gauges("kueue_local_queue_pending_workloads", scope,
-                 (({"status": "active"}, float(s.pending_workloads - parked)), ({"status": "inadmissible"}, float(parked))))
+                 (({"status": "active"}, active), ({"status": "inadmissible"}, float(parked))))
     yield Gauges("kueue_local_queue_reserving_active_workloads", scope, (({}, float(s.reserving_workloads)),))
     yield Gauges("kueue_local_queue_admitted_active_workloads", scope, (({}, float(s.admitted_workloads)),))
     current = "True" if s.active else "False"
@@ -197,4 +199,5 @@ def _lq_key(state: SchedulerState, workload_key: str) -> str:
 def _cohort_gauges(state: SchedulerState) -> Iterator[MetricUpdate]:
     for name, c in sorted(state.cohorts.items()):
         yield Gauges("kueue_cohort_subtree_quota", {"cohort": name},
-                     tuple(({"flavor": f, "resource": r}, _units(v)) for (f, r), v in sorted(c.node.subtree_quota.items())))
+                     tuple(({"flavor": f, "resource": r}, _units(v))
+                           for (f, r), v in sorted(c.node.subtree_quota.items())))

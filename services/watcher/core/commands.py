@@ -21,6 +21,7 @@ from kq.messages import (
     DeactivateWorkload,
     EvictWorkload,
     Fence,
+    RecordEvent,
     SetClusterQueueStatus,
     SetLocalQueueStatus,
     SetWorkloadPending,
@@ -54,6 +55,8 @@ def target_ref(cmd: Command) -> tuple[str, str, str] | None:
             return "clusterqueue", "", cmd.name
         case SetLocalQueueStatus():
             return "localqueue", cmd.namespace, cmd.name
+        case RecordEvent():  # one object's events in order (services/watcher/events.py writes them)
+            return "event", cmd.involved.namespace, f"{cmd.involved.kind}/{cmd.involved.name}"
         case Fence():
             return None
     raise TypeError(f"unknown command type {type(cmd).__name__}")

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from kq.api import core, kueue
+from kq.api import core, events, kueue
 from kq.api.constants import KUEUE_GROUP, KUEUE_VERSION
 
 __all__ = [
@@ -34,6 +34,7 @@ class KindInfo(msgspec.Struct, frozen=True, kw_only=True):
     type: Any  # the msgspec Struct class
     has_status: bool  # served with a status subresource
     short_names: tuple[str, ...] = ()
+    mirrored: bool = True  # the watcher lists and watches it into KQ_OBJECTS
 
     @property
     def api_version(self) -> str:
@@ -88,6 +89,9 @@ KINDS: tuple[KindInfo, ...] = (
     _kueue("MultiKueueCluster", "multikueueclusters", False, kueue.MultiKueueCluster, True),
     _kueue("WorkloadPriorityClass", "workloadpriorityclasses", False, kueue.WorkloadPriorityClass, False),
     _kueue("Workload", "workloads", True, kueue.Workload, True, "wl"),
+    # Written by the watcher (kq.messages.RecordEvent), read by `kq describe` from the API server.
+    KindInfo(kind="Event", group="", version="v1", plural="events", namespaced=True,
+             type=events.Event, has_status=False, short_names=("ev",), mirrored=False),
 )
 
 

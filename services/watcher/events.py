@@ -1,0 +1,43 @@
+"""RecordEvent commands -> core/v1 Events in the cluster (core/events.py decides what to write)."""
+
+from __future__ import annotations
+
+from kq.api.events import Event
+from kq.clock import Clock
+from kq.kube import Conflict, KubeClient, NotFound
+from kq.messages import RecordEvent
+from services.watcher.apply import apply_action, read
+from services.watcher.core.events import EventBudget, event_name, event_namespace, plan_event
+from services.watcher.core.writes import Skip
+
+
+class EventWriter:
+    """One per cluster. The budget lives in memory: after a restart an object may get a fresh burst."""
+
+    def __init__(self, client: KubeClient, instance: str, clock: Clock, budget: EventBudget | None = None,
+                 max_attempts: int = 5) -> None:
+        self.client = client
+        self.instance = instance
+        self.clock = clock
+        self.budget = budget or EventBudget()
+        self.max_attempts = max_attempts
+
+    async def record(self, cmd: RecordEvent) -> tuple[bool, str, str]:
+        """(applied, outcome reason, the Event's resourceVersion). Kubernetes errors other than a
+        conflict propagate (the command executor maps them to retries or refusals)."""
+        ns, name = event_namespace(cmd), event_name(cmd)
+        existing: Event | None = await read(self.client, "event", ns, name)
+        ref = cmd.involved
+        for _ in range(self.max_attempts):
+            plan = plan_event(cmd, existing, self.instance)
+            rv = existing.metadata.resource_version or "" if existing is not None else ""
+            if isinstance(plan, Skip):
+                return True, plan.reason, rv
+            if not self.budget.allow((ref.kind, ref.namespace, ref.name, ref.uid), self.clock.monotonic()):
+                return False, "RateLimited", rv
+            try:
+                written = await apply_action(self.client, plan)
+                return True, "", written.metadata.resource_version or "" if written is not None else ""
+            except (Conflict, NotFound):  # created meanwhile (AlreadyExists), counted meanwhile, or gone
+                existing = await read(self.client, "event", ns, name)
+        return False, "Rejected", ""
