@@ -453,7 +453,7 @@ def test_kind_info(name, kind):
 def test_registry_covers_every_kind():
     assert {i.kind for i in KINDS} == {
         "Namespace", "Node", "Pod", "Secret", "PriorityClass", "Job", "JobSet", "ResourceFlavor", "ClusterQueue", "LocalQueue",
-        "Cohort", "Topology", "AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster", "WorkloadPriorityClass",
+        "Cohort", "Topology", "AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster", "WorkloadPriorityClass", "Event",
         "Workload",
     }  # fmt: skip
     info = kind_for("kueue.x-k8s.io/v1beta2", "LocalQueue")

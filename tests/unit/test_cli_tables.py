@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from kq.api.core import Job, Pod
+from kq.api.events import Event
 from kq.api.kueue import ClusterQueue, LocalQueue, Workload
 from kq.cli.busread import HistoryEntry
 from kq.cli.describe import describe_workload
@@ -196,4 +197,22 @@ def test_describe_shows_state_reason_conditions_and_decisions() -> None:
 
 
 def test_describe_says_when_no_decision_is_recorded() -> None:
-    assert describe_workload(workload(), "manager", [], NOW).endswith("Decisions:\n  <none recorded>\n")
+    assert describe_workload(workload(), "manager", [], NOW).endswith(
+        "Decisions:\n  <none recorded>\nEvents:  <not read: no kubeconfig for this cluster>\n")
+    assert describe_workload(workload(), "manager", [], NOW, events=[]).endswith("Events:  <none>\n")
+
+
+def test_describe_shows_events_as_kubectl_does() -> None:
+    def event(reason: str, type_: str, first: float, last: float, count: int, message: str) -> Event:
+        return msgspec.convert({"metadata": {"name": f"wl.{reason}"}, "reason": reason, "type": type_,
+                                "firstTimestamp": ts(first), "lastTimestamp": ts(last), "count": count,
+                                "message": message, "source": {"component": "kq-watcher"}}, Event)
+
+    events = [event("Admitted", "Normal", 5, 5, 1, "Admitted by ClusterQueue cq, wait time since reservation was 0s"),
+              event("Pending", "Warning", 600, 60, 4, "couldn't assign flavors")]
+    lines = describe_workload(workload(), "manager", [], NOW, events=events).split("Events:\n", 1)[1].splitlines()
+    assert lines[0].split() == ["TYPE", "REASON", "AGE", "FROM", "MESSAGE"]
+    assert lines[1].split(None, 7) == ["Warning", "Pending", "60s", "(x4", "over", "10m)", "kq-watcher",
+                                       "couldn't assign flavors"]
+    assert lines[2].split(None, 4) == ["Normal", "Admitted", "5s", "kq-watcher",
+                                       "Admitted by ClusterQueue cq, wait time since reservation was 0s"]

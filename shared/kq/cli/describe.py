@@ -1,4 +1,5 @@
-"""`kq describe workload`: the current state with its reason, and the decisions that led there.
+"""`kq describe workload`: the current state with its reason, the decisions that led there, and the
+Kubernetes Events recorded on it (as kubectl describe shows them).
 
 Pure rendering: the caller reads the workload from the mirror and the decisions from
 KQ_EVENTS (kq.cli.busread) and passes `now`.
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from kq.api.events import Event
 from kq.cli.busread import HistoryEntry
 from kq.cli.tables import Table, age, render
 from kq.cli.views import workload_reason, workload_state
@@ -55,7 +57,24 @@ def _requests(podset: Any) -> str:
     return f"{podset.count} x {{{inner}}}"
 
 
-def describe_workload(wl: Any, cluster: str, history: Sequence[HistoryEntry], now: datetime) -> str:
+def events_section(events: Sequence[Event] | None, now: datetime) -> list[str]:
+    """kubectl describe's Events table: oldest first, repeats as "<age> (xN over <age of the first>)"."""
+    if events is None:
+        return ["Events:  <not read: no kubeconfig for this cluster>"]
+    if not events:
+        return ["Events:  <none>"]
+    rows: list[tuple[str, ...]] = []
+    for e in sorted(events, key=lambda e: (e.last_timestamp or e.first_timestamp or "", e.metadata.name or "")):
+        when = age(e.last_timestamp or e.first_timestamp, now)
+        if e.count > 1:
+            when = f"{when} (x{e.count} over {age(e.first_timestamp, now)})"
+        rows.append((e.type, e.reason, when, e.source.component or e.reporting_component, e.message))
+    table = Table(("TYPE", "REASON", "AGE", "FROM", "MESSAGE"), rows)
+    return ["Events:"] + ["  " + ln for ln in render(table).splitlines()]
+
+
+def describe_workload(wl: Any, cluster: str, history: Sequence[HistoryEntry], now: datetime,
+                      events: Sequence[Event] | None = None) -> str:
     meta, spec, status = wl.metadata, wl.spec, wl.status
     lines: list[tuple[str, str]] = [("Name", meta.name), ("Namespace", meta.namespace), ("Cluster", cluster)]
     owner = meta.controller_ref()
@@ -102,4 +121,5 @@ def describe_workload(wl: Any, cluster: str, history: Sequence[HistoryEntry], no
         out += ["  " + ln for ln in render(Table(("AGE", "DECISION", "DETAILS"), rows)).splitlines()]
     else:
         out.append("  <none recorded>")
+    out += events_section(events, now)
     return "\n".join(out) + "\n"

@@ -11,6 +11,7 @@ import msgspec
 import yaml
 
 from kq.api import KindInfo
+from kq.api.events import Event
 from kq.cli import busread
 from kq.cli.apply import (
     Reporter,
@@ -190,8 +191,20 @@ async def cmd_describe(args: argparse.Namespace, io: Streams) -> int:
             print(_not_found(info, f"{ns}/{name}"), file=io.err)
             return 1
         history = await busread.history(bus, target.cluster, "workload", ns, wl.metadata.name)
-    io.out.write(describe_workload(wl, target.cluster, history, datetime.now(UTC)))
+    events = await _events_of(target, ns, wl.metadata.uid or "") if target.kubeconfig else None
+    io.out.write(describe_workload(wl, target.cluster, history, datetime.now(UTC), events))
     return 0
+
+
+async def _events_of(target: Target, namespace: str, uid: str) -> list[Event]:
+    """The Events recorded on one object (by uid), read from the API server as kubectl does."""
+    client = await _client(target)
+    try:
+        items, _ = await client.list("event", namespace=namespace)
+    finally:
+        await client.close()
+    events = [msgspec.json.decode(raw, type=Event) for raw in items]
+    return [e for e in events if e.involved_object.uid == uid]
 
 
 __all__ = ["Streams", "cmd_delete", "cmd_describe", "cmd_get", "cmd_write", "find_workload"]
