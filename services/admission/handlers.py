@@ -84,6 +84,6 @@ async def publish(bus: Bus, commands: list[Outgoing], events: list[Outgoing]) ->
     """Commands first (what changes the world), then the decisions' audit events; each batch
     concurrently with its PubAcks awaited, so on return both are stored."""
     if commands:
-        await bus.publish_many([OutMsg(o.subject, o.message, o.msg_id) for o in commands])
+        await bus.publish_many([OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in commands])
     if events:
-        await bus.publish_many([OutMsg(o.subject, o.message, o.msg_id) for o in events])
+        await bus.publish_many([OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in events])

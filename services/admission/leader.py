@@ -35,6 +35,7 @@ from services.admission.plan import metrics
 from services.admission.plan.inputs import NEEDED_KINDS
 from services.admission.plan.outputs import WRITER, Outgoing, fence_command
 from services.admission.plan.partition import LostLeadership, Partition
+from services.admission.tracing import trace_decisions
 
 T = TypeVar("T")
 
@@ -164,9 +165,9 @@ class LeaderTerm:
                 outputs, errors = p.plan(results, self.clock.now())
                 for err in errors:
                     self.log.error("decision not published", cluster=p.cluster, error=err)
-                commands += outputs.commands
-                commands += k8s_events.record_events(results, p.state, p.cluster, self.epoch, self.clock.now(),
-                                                     k8s_events.pending_written(outputs))
+                decided = outputs.commands + k8s_events.record_events(results, p.state, p.cluster, self.epoch,
+                                                                      self.clock.now(), k8s_events.pending_written(outputs))
+                commands += trace_decisions(self.bus.tracer, p.cluster, p.traceparents, results, decided)
                 events += outputs.events
             if commands or events:
                 await publish(self.bus, commands, events)

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from kq.api.registry import decode_object
 from kq.kube import KubeClient
+from kq.obs import TRACEPARENT_ANNOTATION, current_traceparent
 from services.watcher.core.writes import Action, Create, Delete, Write
 
 
@@ -34,3 +37,13 @@ async def apply_action(client: KubeClient, action: Action) -> Any | None:
 async def read(client: KubeClient, kind: str, namespace: str, name: str) -> Any | None:
     raw = await client.get(kind, namespace or None, name)
     return None if raw is None else decode_object(kind, raw)
+
+
+def with_trace(action: Action) -> Action:
+    """A Workload being created carries the current trace context (kq.obs: one trace per workload)."""
+    tp = current_traceparent()
+    if not isinstance(action, Create) or action.kind != "workload" or tp is None:
+        return action
+    body = msgspec.json.decode(action.body)
+    body.setdefault("metadata", {}).setdefault("annotations", {})[TRACEPARENT_ANNOTATION] = tp
+    return msgspec.structs.replace(action, body=msgspec.json.encode(body))

@@ -24,7 +24,7 @@ from kq import subjects
 from kq.clock import rfc3339_seconds
 from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled, retry_delay
 from kq.messages import Command, CommandOutcome, Fence, RecordEvent, command_decoder, outcome_of
-from kq.obs import get_logger
+from kq.obs import consumer_span, get_logger
 from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Place, TemporaryError
 from services.watcher.apply import apply_action, read
 from services.watcher.core.commands import STALE_EPOCH, plan_command, target_ref
@@ -110,7 +110,10 @@ class CommandExecutor:
                             results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
                             continue
                         try:
-                            decided.append((i, cmd, await self._decide(cmd, max_epoch)))
+                            # The command's span continues the decider's (one trace per workload, kq.obs).
+                            with consumer_span(self.bus.tracer, f"watcher.command {type(cmd).__name__}",
+                                               deliveries[i].headers, {"kq.command": cmd.id}):
+                                decided.append((i, cmd, await self._decide(cmd, max_epoch)))
                         except TemporaryError as e:
                             results[i] = blocked = e
                         except Exception as e:

@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from opentelemetry.trace import NoOpTracer, Tracer
+
 from kq.api.constants import PREBUILT_WORKLOAD_LABEL
 from kq.api.core import Job
 from kq.api.kueue import Workload
 from kq.clock import SYSTEM_CLOCK, Clock, rfc3339_seconds
 from kq.kube import AlreadyExists, Conflict, KubeClient, KubeError, NotFound, retry_delay
-from kq.obs import get_logger
-from services.watcher.apply import apply_action, read
+from kq.obs import context_from_annotations, get_logger
+from services.watcher.apply import apply_action, read, with_trace
 from services.watcher.core import jobs as core
 from services.watcher.core.job_pods import owned_by
 from services.watcher.core.writes import Delete, Skip
@@ -30,8 +32,10 @@ NEEDED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass", "p
 
 class JobIntegration:
     def __init__(self, client: KubeClient, objects: ClusterObjects, *, workers: int, max_steps: int,
-                 retry_base_s: float = 0.2, retry_max_s: float = 5.0, clock: Clock = SYSTEM_CLOCK) -> None:
+                 retry_base_s: float = 0.2, retry_max_s: float = 5.0, clock: Clock = SYSTEM_CLOCK,
+                 tracer: Tracer | None = None) -> None:
         self.client = client
+        self.tracer = tracer or NoOpTracer()
         self.clock = clock
         self._timers: set[asyncio.Task[None]] = set()  # keys to look at again after a delay
         self.objects = objects
@@ -129,10 +133,17 @@ class JobIntegration:
                     self.mark(key)
 
     async def _reconcile(self, key: WorkKey) -> float | None:
-        """Steps until the core is satisfied; returns a delay when the key must be looked at again."""
+        """Steps until the core is satisfied; returns a delay when the key must be looked at again.
+        Traced: a Job's first reconcile starts its workload's trace (kq.obs), later ones join it."""
         kind, ns, name = key
         job: Job | None = self.objects.job(ns, name) if kind == "job" else None
         wl: Workload | None = self._workload_for(job) if kind == "job" else self.objects.get("workload", ns, name)
+        parent = context_from_annotations(wl.metadata.annotations if wl is not None else None)
+        with self.tracer.start_as_current_span(f"watcher.reconcile {kind}", context=parent,
+                                               attributes={"k8s.namespace.name": ns, "kq.object": name}):
+            return await self._steps(kind, key, job, wl)
+
+    async def _steps(self, kind: str, key: WorkKey, job: Job | None, wl: Workload | None) -> float | None:
         if kind == "job" and job is None:
             return None
         if kind == "workload":
@@ -151,7 +162,7 @@ class JobIntegration:
             if isinstance(step, Skip):
                 return None
             try:
-                result = await apply_action(self.client, step)
+                result = await apply_action(self.client, with_trace(step))
                 self.writes += 1
                 self.log.info("applied", key=key, kind=step.kind, name=step.name, why=step.why)
             except (Conflict, NotFound) as e:

@@ -48,7 +48,7 @@ class ClusterWatcher:
         self.publisher = MirrorPublisher(bus, cluster, batch=settings.publish_batch, queue_size=settings.publish_queue)
         self.jobs = JobIntegration(client, self.objects, workers=settings.job_workers, max_steps=settings.max_job_steps,
                                    retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
-                                   clock=bus.clock)
+                                   clock=bus.clock, tracer=bus.tracer)
         self.commands = CommandExecutor(bus, cluster, client, self.objects, concurrency=settings.command_concurrency,
                                         max_replans=settings.max_replans)
         kinds = settings.mirrored_kinds()

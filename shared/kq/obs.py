@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExport
 from opentelemetry.trace import Span, SpanKind, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from kq.api.constants import TRACEPARENT_ANNOTATION
 from kq.config import Config
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
@@ -208,3 +209,25 @@ def consumer_span(
         name, context=extract_context(headers), kind=SpanKind.CONSUMER, attributes=attributes
     ) as span:
         yield span
+
+
+# -- one trace per workload: its context kept on the object ---------------------------------------
+
+# The Workload carries the trace context of the Job observation that created it (annotation
+# TRACEPARENT_ANNOTATION), so every later step (admission's decision, the watcher's writes) joins
+# that trace, whichever process takes it.
+
+
+def context_from_annotations(annotations: Mapping[str, str] | None) -> Context:
+    """The trace context an object carries (an empty context when it carries none)."""
+    tp = (annotations or {}).get(TRACEPARENT_ANNOTATION)
+    return extract_context({"traceparent": tp} if tp else None)
+
+
+def current_traceparent() -> str | None:
+    return inject_context({}).get("traceparent")
+
+
+def headers_for(span: Span) -> dict[str, str]:
+    """NATS headers carrying `span` as the parent of whatever handles the message."""
+    return inject_context({}, trace.set_span_in_context(span))

@@ -61,6 +61,7 @@ class Outgoing(NamedTuple):
     subject: str
     message: msgspec.Struct
     msg_id: str
+    headers: Mapping[str, str] | None = None  # e.g. the trace this decision belongs to (services/admission/tracing.py)
 
 
 class Sent(NamedTuple):

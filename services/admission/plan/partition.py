@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from kq.api import kueue as api
+from kq.api.constants import TRACEPARENT_ANNOTATION
 from kq.api.meta import find_condition
 from kq.messages import WORKLOAD_COMMANDS, CommandOutcome
 from kq.mirror import ObjectRecord, SyncMarker
@@ -60,6 +61,7 @@ class Partition:
         self.rebuilt = False  # the mirror replay has caught up (see mark_rebuilt)
         self.rounds = 0
         self.refusals = 0
+        self.traceparents: dict[str, str] = {}  # workload key -> the trace it belongs to (kq.obs)
 
     # --- inputs ------------------------------------------------------------------------------------
 
@@ -70,6 +72,11 @@ class Partition:
         if rec.kind == "workload":
             key = workload_key(rec.namespace, rec.name)
             admission = obj.status.admission if isinstance(obj, api.Workload) else None
+            tp = obj.metadata.annotations.get(TRACEPARENT_ANNOTATION) if isinstance(obj, api.Workload) else None
+            if tp:
+                self.traceparents[key] = tp
+            else:
+                self.traceparents.pop(key, None)
             if admission is not None:
                 self.admissions[key] = admission
             else:

@@ -124,4 +124,7 @@ CHECK_READY: Final = "Ready"
 CHECK_RETRY: Final = "Retry"
 CHECK_REJECTED: Final = "Rejected"
 
+# kq's own: the trace context a Workload carries (kq.obs: one trace per workload).
+TRACEPARENT_ANNOTATION: Final = "kq.dev/traceparent"
+
 __all__ = [name for name in dir() if name.isupper()]

@@ -161,7 +161,8 @@ class Bus:
         h = dict(headers) if headers else {}
         if msg_id is not None:
             h[MSG_ID] = msg_id
-        return inject_context(h)
+        # A message may name its own parent (one trace per workload, kq.obs); else the current span.
+        return h if "traceparent" in h else inject_context(h)
 
     async def publish(
         self,
