@@ -28,15 +28,15 @@ pytestmark = pytest.mark.timeout(120)
 C = "c1"
 
 
-async def test_one_trace_spans_watcher_admission_watcher_for_a_job(nats_config: NatsConfig, sim: KubeSim,
+async def test_one_trace_spans_watcher_admission_watcher_for_a_job(bus: Bus, nats_config: NatsConfig, sim: KubeSim,
                                                                    kube: KubeClient, tmp_path: Path) -> None:
+    # `bus`: a clean JetStream with kq's streams; the services below get traced connections of their own.
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     await make_world(kube, cpu="4")
     watcher_bus = await Bus.connect(nats_config, "watcher", tracer_provider=provider)
     admission_bus = await Bus.connect(nats_config, "admission", tracer_provider=provider)
-    await watcher_bus.ensure_streams()
     config = Config(nats=nats_config, clusters=cluster_configs(sim, tmp_path, [C]))
     admission = asyncio.create_task(admission_main(admission_bus, config, FAST))
     try:
