@@ -149,13 +149,14 @@ def _allowed(group: str, resource: str, verb: str, kind: str = "ClusterRole") ->
 
 def test_watcher_can_do_its_job():
     for info in KINDS:
-        if info.kind == "Secret":
+        if info.kind == "Secret" or not info.mirrored:
             continue
         for verb in ("list", "watch"):
             assert _allowed(info.group, info.plural, verb), (info.kind, verb)
     for resource in ("workloads/status", "clusterqueues/status", "localqueues/status"):
         assert _allowed("kueue.x-k8s.io", resource, "patch") and _allowed("kueue.x-k8s.io", resource, "update")
     assert _allowed("kueue.x-k8s.io", "workloads", "create")
+    assert all(_allowed("", "events", verb) for verb in ("get", "create", "patch"))  # RecordEvent
     assert _allowed("batch", "jobs", "patch") and _allowed("batch", "jobs", "update")
     # kubeconfig Secrets: read, and only in kq's own namespace
     assert _allowed("", "secrets", "get", kind="Role")
@@ -260,3 +261,17 @@ def test_every_deployment_is_probed_and_scraped_on_the_configured_port():
             assert container.get(probe, {}).get("httpGet") == {"path": path, "port": "http"}, f"{name}: {probe}"
         notes = template["metadata"].get("annotations", {})
         assert (notes.get("prometheus.io/scrape"), notes.get("prometheus.io/port")) == ("true", str(port)), name
+
+
+def test_the_grafana_dashboard_queries_only_metrics_kq_exports():
+    import json
+    import re
+
+    from kq.metrics import COUNTERS, GAUGES, HISTOGRAMS, KQ_COUNTERS, KQ_HISTOGRAMS
+
+    dash = json.loads((DEPLOY / "grafana" / "kq-dashboard.json").read_text())
+    exported = set(COUNTERS) | set(GAUGES) | set(KQ_COUNTERS)
+    exported |= {f"{h}{suffix}" for h in (*HISTOGRAMS, *KQ_HISTOGRAMS) for suffix in ("_bucket", "_sum", "_count")}
+    queried = {m for p in dash["panels"] for t in p["targets"] for m in re.findall(r"\b(k(?:ueue|q)_[a-z_]+)", t["expr"])}
+    assert queried and queried <= exported, queried - exported
+    assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
