@@ -44,6 +44,7 @@ __all__ = [
     "WaitForPodsReady",
     "WatcherConfig",
     "duration_seconds",
+    "kubeconfig_from_env",
     "kueue_config_from",
     "load_config",
     "load_kueue_config",
@@ -197,6 +198,13 @@ def _env_overrides(raw: dict) -> dict:
             raise ConfigError(f"KQ_HTTP_PORT: not a port number: {port!r}")
         raw.setdefault("http", {})["port"] = int(port)
     return raw
+
+
+def kubeconfig_from_env() -> str | None:
+    """KUBECONFIG, as kubectl reads it: the first file of the list (the CLI's clusters)."""
+    value = os.environ.get("KUBECONFIG", "")
+    first = next((p for p in value.split(os.pathsep) if p), None)
+    return first
 
 
 def parse_config(text: str, source: str = "<config>") -> Config:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from typing import Any
 
 import pytest
@@ -101,3 +102,21 @@ def test_bad_replicas_are_refused_before_anything_starts(tmp_path: Any, spec: st
     assert code == 1
     assert "--replicas" in err
     assert not (tmp_path / "s").exists()
+
+
+def test_kubeconfig_comes_from_the_flag_then_KUBECONFIG_unless_a_stack_dir_is_named(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    from kq.cli.target import TargetError, resolve
+
+    monkeypatch.chdir(tmp_path)  # no local stack here
+    monkeypatch.setenv("KUBECONFIG", f"/etc/first.yaml{os.pathsep}/etc/second.yaml")
+    t = resolve(argparse.Namespace(context="prod"))
+    assert (t.kubeconfig, t.context, t.nats_url) == ("/etc/first.yaml", "prod", None)
+    assert resolve(argparse.Namespace(kubeconfig="/etc/flag.yaml")).kubeconfig == "/etc/flag.yaml"
+    with pytest.raises(TargetError):  # --dir names a stack: KUBECONFIG does not stand in for it
+        resolve(argparse.Namespace(dir=str(tmp_path / "nothing")))
+    monkeypatch.delenv("KUBECONFIG")
+    with pytest.raises(TargetError):
+        resolve(argparse.Namespace())

@@ -38,7 +38,7 @@ class Streams:
 
 
 async def _client(target: Target) -> KubeClient:
-    return await KubeClient.from_kubeconfig(target.need_kubeconfig())
+    return await KubeClient.from_kubeconfig(target.need_kubeconfig(), context=target.context)
 
 
 # -- apply / create / delete ---------------------------------------------------------------------

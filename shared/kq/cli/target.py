@@ -2,7 +2,8 @@
 
 Either the stack.json of a local stack (`--dir`, default .kq/stack) or explicit
 `--nats URL` / `--kubeconfig PATH` (then the cluster is called `--cluster`, default
-manager). An explicit flag wins over the state file.
+manager). An explicit flag wins over the state file; `KUBECONFIG` counts as `--kubeconfig`
+(as kubectl reads it) unless `--dir` names a local stack; `--context` picks a context.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 from pathlib import Path
 from typing import NamedTuple
 
+from kq.config import kubeconfig_from_env
 from kq.stack.state import DEFAULT_DIR, StackState, StateError, read_state
 
 DEFAULT_CLUSTER = "manager"
@@ -25,6 +27,7 @@ class Target(NamedTuple):
     nats_url: str | None
     kubeconfig: str | None  # of `cluster`
     state: StackState | None
+    context: str | None = None  # the kubeconfig context (--context), else its current-context
 
     def need_nats(self) -> str:
         if not self.nats_url:
@@ -46,7 +49,10 @@ def stack_dir(args: argparse.Namespace) -> Path:
 def resolve(args: argparse.Namespace) -> Target:
     cluster = getattr(args, "cluster", None) or DEFAULT_CLUSTER
     nats_url = getattr(args, "nats", None)
+    # --kubeconfig, else KUBECONFIG (as kubectl), unless a local stack's --dir is named; else the stack's.
     kubeconfig = getattr(args, "kubeconfig", None)
+    if not kubeconfig and not getattr(args, "dir", None):
+        kubeconfig = kubeconfig_from_env()
     state: StackState | None = None
     if not nats_url or not kubeconfig:
         try:
@@ -61,4 +67,5 @@ def resolve(args: argparse.Namespace) -> Target:
                 kubeconfig = state.cluster(cluster).kubeconfig
             except StateError as e:
                 raise TargetError(str(e)) from None
-    return Target(cluster=cluster, nats_url=nats_url, kubeconfig=kubeconfig, state=state)
+    return Target(cluster=cluster, nats_url=nats_url, kubeconfig=kubeconfig, state=state,
+                  context=getattr(args, "context", None))
