@@ -38,7 +38,7 @@ def _where_options(suppress: bool) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     d = argparse.SUPPRESS if suppress else None
     p.add_argument("--dir", default=d, help="the local stack's state dir (default .kq/stack)")
-    p.add_argument("--kubeconfig", default=d, help="a kubeconfig to use instead of the local stack's (default $KUBECONFIG)")
+    p.add_argument("--kubeconfig", default=d, help="a kubeconfig instead of the local stack's (default $KUBECONFIG)")
     p.add_argument("--context", default=d, help="the kubeconfig context to use (default its current-context)")
     p.add_argument("--nats", default=d, help="a NATS URL to use instead of the local stack's")
     p.add_argument("--cluster", default=d, help="which cluster (default manager)")
