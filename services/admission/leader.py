@@ -36,6 +36,7 @@ from services.admission.plan.inputs import NEEDED_KINDS
 from services.admission.plan.outputs import WRITER, Outgoing, fence_command
 from services.admission.plan.partition import LostLeadership, Partition
 from services.admission.tracing import trace_decisions
+from services.admission.visibility import serving_visibility
 
 T = TypeVar("T")
 
@@ -91,7 +92,8 @@ class LeaderTerm:
             await self._fence()
             self.bus.mark_ready()
             self.log.info("deciding", clusters=list(self.clusters), seconds=round(self.clock.monotonic() - t0, 3))
-            await self._decide()
+            async with serving_visibility(self.bus, self.partitions):
+                await self._decide()
 
     async def _until(self, aw: Awaitable[T], what: str | Callable[[], str]) -> T:
         """Await `aw`, saying every progress_log_s what for (no deadline: the lease code cancels

@@ -116,6 +116,11 @@ def dead_letter_subject(service: str) -> str:
     return f"{PREFIX}.dlq.{escape(service)}"
 
 
+def visibility_subject(cluster: str) -> str:
+    """Request/reply: pending workloads with positions (kq.visibility), answered by the admission leader."""
+    return f"{PREFIX}.visibility.{escape(cluster)}"
+
+
 def health_subject(service: str) -> str:
     return f"{PREFIX}.health.{escape(service)}"
 

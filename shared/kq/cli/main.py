@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = cmd("get", "list objects as the bus mirror sees them", cmd_get)
     p.add_argument("kind", help="workloads (wl), clusterqueues (cq), localqueues (lq), resourceflavors (rf), "
-                                "cohorts, jobs, pods, nodes, ...")
+                                "cohorts, jobs, pods, nodes, ...; pendingworkloads cq/NAME or lq/NAME (positions)")
     p.add_argument("names", nargs="*", help="only these objects")
     p.add_argument("-o", "--output", choices=["yaml", "json", "name"], help="output format (default: a table)")
     _namespace(p, all_namespaces=True)

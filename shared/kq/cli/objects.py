@@ -12,7 +12,7 @@ import yaml
 
 from kq.api import KindInfo
 from kq.api.events import Event
-from kq.cli import busread
+from kq.cli import busread, pending
 from kq.cli.apply import (
     Reporter,
     UsageError,
@@ -113,6 +113,8 @@ def _dump(docs: list[Any], single: bool, fmt: str) -> str:
 
 
 async def cmd_get(args: argparse.Namespace, io: Streams) -> int:
+    if args.kind.lower() in pending.KINDS:  # Kueue's visibility API: asked of the admission leader
+        return await pending.cmd_get_pending(args, io)
     info = kind_or_usage(args.kind)
     target = resolve(args)
     async with busread.connected(target.need_nats()) as bus:
