@@ -92,3 +92,6 @@ async def test_pending_workloads_with_positions_in_queue_order(bus: Bus, nats_co
                                         "positionInLocalQueue"}
         code, _, err = await kq(nats_config.url, "get", "pendingworkloads", "cq/nope")
         assert code == 1 and "not found" in err
+        code, out, err = await kq(nats_config.url, "describe", "workload", "demo/w-a")
+        assert code == 0, err
+        assert "Position:" in out and "2 in its ClusterQueue, 1 in LocalQueue lq" in out, out

@@ -216,3 +216,8 @@ def test_describe_shows_events_as_kubectl_does() -> None:
                                        "couldn't assign flavors"]
     assert lines[2].split(None, 4) == ["Normal", "Admitted", "5s", "kq-watcher",
                                        "Admitted by ClusterQueue cq, wait time since reservation was 0s"]
+
+
+def test_describe_shows_a_pending_workloads_position() -> None:
+    text = describe_workload(workload(), "manager", [], NOW, events=[], position=(3, 1))
+    assert "Position:  3 in its ClusterQueue, 1 in LocalQueue user-queue\n" in text, text

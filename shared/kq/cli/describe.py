@@ -74,7 +74,8 @@ def events_section(events: Sequence[Event] | None, now: datetime) -> list[str]:
 
 
 def describe_workload(wl: Any, cluster: str, history: Sequence[HistoryEntry], now: datetime,
-                      events: Sequence[Event] | None = None) -> str:
+                      events: Sequence[Event] | None = None, position: tuple[int, int] | None = None) -> str:
+    """position: (in its ClusterQueue, in its LocalQueue) while pending (kq.visibility)."""
     meta, spec, status = wl.metadata, wl.spec, wl.status
     lines: list[tuple[str, str]] = [("Name", meta.name), ("Namespace", meta.namespace), ("Cluster", cluster)]
     owner = meta.controller_ref()
@@ -88,6 +89,8 @@ def describe_workload(wl: Any, cluster: str, history: Sequence[HistoryEntry], no
     reason = workload_reason(wl)
     if reason is not None:
         lines.append(("Reason", f"{reason.reason}: {reason.message}" if reason.message else reason.reason))
+    if position is not None:
+        lines.append(("Position", f"{position[0]} in its ClusterQueue, {position[1]} in LocalQueue {spec.queue_name}"))
     if status.admission is not None:
         fl = {psa.name: dict(psa.flavors) for psa in status.admission.pod_set_assignments}
         lines.append(("Reserved in", f"{status.admission.cluster_queue} ({_flavors(fl)})"))

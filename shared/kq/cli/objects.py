@@ -193,8 +193,11 @@ async def cmd_describe(args: argparse.Namespace, io: Streams) -> int:
             print(_not_found(info, f"{ns}/{name}"), file=io.err)
             return 1
         history = await busread.history(bus, target.cluster, "workload", ns, wl.metadata.name)
+        position = await pending.position_of(bus.nc, target.cluster, ns, wl.spec.queue_name, wl.metadata.name) \
+            if wl.spec.queue_name and wl.status.admission is None else None
     events = await _events_of(target, ns, wl.metadata.uid or "") if target.kubeconfig else None
-    io.out.write(describe_workload(wl, target.cluster, history, datetime.now(UTC), events))
+    where = None if position is None else (position.position_in_cluster_queue, position.position_in_local_queue)
+    io.out.write(describe_workload(wl, target.cluster, history, datetime.now(UTC), events, position=where))
     return 0
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import nats.errors
@@ -16,7 +16,7 @@ from kq import subjects
 from kq.cli import busread
 from kq.cli.tables import Table, age, render
 from kq.cli.target import resolve
-from kq.visibility import PendingWorkloadsRequest, PendingWorkloadsSummary, answer_decoder
+from kq.visibility import PendingWorkload, PendingWorkloadsRequest, PendingWorkloadsSummary, answer_decoder
 
 if TYPE_CHECKING:
     from kq.cli.objects import Streams
@@ -75,3 +75,15 @@ async def cmd_get_pending(args: argparse.Namespace, io: Streams) -> int:
     else:
         print(f"No pending workloads in {args.names[0]}.", file=io.err)
     return 0
+
+
+async def position_of(nc: Any, cluster: str, namespace: str, queue: str, name: str) -> PendingWorkload | None:
+    """A pending workload's entry in its LocalQueue (None when not pending there or no leader answers)."""
+    req = PendingWorkloadsRequest(namespace=namespace, local_queue=queue, limit=1_000_000)
+    try:
+        msg = await nc.request(subjects.visibility_subject(cluster), msgspec.json.encode(req), timeout=2)
+    except (nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError):
+        return None
+    ans = answer_decoder.decode(msg.data)
+    items = ans.summary.items if ans.summary is not None else ()
+    return next((w for w in items if w.metadata.name == name and w.metadata.namespace == namespace), None)
