@@ -138,6 +138,7 @@ class AdmissionTermConfig(_Cfg, frozen=True, kw_only=True):
     progress_log_s: float = 10.0  # while waiting to start deciding, say what for this often
     status_interval_s: float = 0.5  # queue statuses at most this often while busy (see Partition)
     pending_interval_s: float = 0.25  # a workload's pending condition at most this often (see PendingPacer)
+    record_events: bool = True  # Kubernetes Events for decisions, as Kueue records them (off: a write less each)
 
     def __post_init__(self) -> None:
         _not_negative(self, "max_round_s", "spin_guard_s", "status_interval_s", "pending_interval_s")
