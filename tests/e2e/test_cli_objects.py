@@ -197,7 +197,8 @@ async def test_get_and_describe_a_workload(stack_dir: Path) -> None:
     assert re.search(r"^Queue:\s+nowhere$", run.out, re.M), run
     assert "main: 2 x {cpu: 1}" in run.out
     assert "Decisions:" in run.out
-    assert re.search(r"^Events:  <none>$", run.out, re.M), run  # read from the API server: its queue does not exist
+    # Kueue's events, written by the watcher and read back from the API server, as kubectl shows them.
+    assert re.search(r"^  Warning\s+Pending\s+\S+\s+kq-watcher\s+LocalQueue nowhere doesn't exist$", run.out, re.M), run
 
     run = await kq(stack_dir, "describe", "workload", "default/no-such-wl")
     assert run.code == 1 and "not found" in run.err
