@@ -191,14 +191,19 @@ async def test_get_and_describe_a_workload(stack_dir: Path) -> None:
     row = next(r.split() for r in rows if r.startswith("wl-e2e "))
     assert row[:3] == ["wl-e2e", "nowhere", "Pending"]  # no queue "nowhere": never reserved, never admitted
 
-    run = await kq(stack_dir, "describe", "workload", "default/wl-e2e")
-    assert run.code == 0, run
+    async def described_with_event() -> Run:
+        run = await kq(stack_dir, "describe", "workload", "default/wl-e2e")
+        assert run.code == 0, run
+        # Kueue's events, written by the watcher and read back from the API server, as kubectl shows them.
+        assert re.search(r"^  Warning\s+Pending\s+\S+\s+kq-watcher\s+LocalQueue nowhere doesn't exist$", run.out,
+                         re.M), run
+        return run
+
+    run = await eventually(described_with_event, timeout=20, what="the workload described with its Pending event")
     assert re.search(r"^State:\s+Pending$", run.out, re.M), run
     assert re.search(r"^Queue:\s+nowhere$", run.out, re.M), run
     assert "main: 2 x {cpu: 1}" in run.out
     assert "Decisions:" in run.out
-    # Kueue's events, written by the watcher and read back from the API server, as kubectl shows them.
-    assert re.search(r"^  Warning\s+Pending\s+\S+\s+kq-watcher\s+LocalQueue nowhere doesn't exist$", run.out, re.M), run
 
     run = await kq(stack_dir, "describe", "workload", "default/no-such-wl")
     assert run.code == 1 and "not found" in run.err
