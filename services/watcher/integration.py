@@ -30,8 +30,9 @@ NEEDED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass")
 
 class JobIntegration:
     def __init__(self, client: KubeClient, objects: ClusterObjects, *, workers: int, max_steps: int,
-                 retry_base_s: float = 0.2, retry_max_s: float = 5.0) -> None:
+                 retry_base_s: float = 0.2, retry_max_s: float = 5.0, wait_for_pods_ready: bool = False) -> None:
         self.client = client
+        self.wait_for_pods_ready = wait_for_pods_ready  # keep the Workloads' PodsReady condition
         self.objects = objects
         self.workers = workers
         self.max_steps = max_steps
@@ -130,7 +131,8 @@ class JobIntegration:
         for _ in range(self.max_steps):
             now = now_rfc3339()
             if job is not None:
-                step = core.reconcile_job(job, wl, self.objects.flavors(), self.objects.priority_classes(), now)
+                step = core.reconcile_job(job, wl, self.objects.flavors(), self.objects.priority_classes(), now,
+                                          wait_for_pods_ready=self.wait_for_pods_ready)
             else:
                 assert wl is not None
                 step = core.reconcile_unowned_workload(wl, now)

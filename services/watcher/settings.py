@@ -28,6 +28,9 @@ class WatcherSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_replans: int = 10  # 409 -> re-read -> re-plan rounds for one command before naking it
     job_workers: int = 8
     max_job_steps: int = 8  # writes in a row for one job before re-queueing it
+    # Keep the Workloads' PodsReady condition (Kueue's waitForPodsReady); None: as the Kueue
+    # configuration says (config.kueue.waitForPodsReady present and not `enable: false`).
+    wait_for_pods_ready: bool | None = None
 
     def mirrored_kinds(self) -> list[str]:
         skip = {s.lower() for s in self.skip_kinds}

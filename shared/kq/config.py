@@ -35,13 +35,50 @@ class RequeuingStrategy(_Cfg, frozen=True, kw_only=True):
     backoff_max_seconds: int = 3600
     backoff_limit_count: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.timestamp not in ("Eviction", "Creation"):
+            raise ValueError(f"waitForPodsReady.requeuingStrategy.timestamp: {self.timestamp!r} is not Eviction or Creation")
+        for name, value in (("backoffBaseSeconds", self.backoff_base_seconds), ("backoffMaxSeconds", self.backoff_max_seconds),
+                            ("backoffLimitCount", self.backoff_limit_count)):
+            if value is not None and value < 0:
+                raise ValueError(f"waitForPodsReady.requeuingStrategy.{name}: must not be negative, got {value}")
+
 
 class WaitForPodsReady(_Cfg, frozen=True, kw_only=True):
-    enable: bool = False
-    timeout: str = "5m"
+    """Kueue's waitForPodsReady. In v1beta2 being present means on; v1beta1's `enable: false` turns it off."""
+
+    enable: bool | None = None
+    timeout: str = "30m"  # v1beta2's default
     block_admission: bool = False
-    recovery_timeout: str | None = None
+    recovery_timeout: str | None = None  # None: the timeout; "0s": no recovery timeout
     requeuing_strategy: RequeuingStrategy = RequeuingStrategy()
+
+    def __post_init__(self) -> None:
+        for name, value in (("timeout", self.timeout), ("recoveryTimeout", self.recovery_timeout)):
+            if value is None:
+                continue
+            try:
+                seconds = duration_seconds(value.removeprefix("-"))
+            except ConfigError:
+                raise ValueError(f"waitForPodsReady.{name}: not a duration: {value!r}") from None
+            if value.startswith("-") and seconds > 0:
+                raise ValueError(f"waitForPodsReady.{name}: must not be negative, got {value!r}")
+            if name == "timeout" and seconds == 0:
+                raise ValueError("waitForPodsReady.timeout: must be more than 0s")
+
+    @property
+    def enabled(self) -> bool:
+        return self.enable is not False
+
+    @property
+    def timeout_s(self) -> float:
+        return duration_seconds(self.timeout)
+
+    @property
+    def recovery_timeout_s(self) -> float | None:
+        """Seconds of the recovery timeout; None when it is off ("0s")."""
+        seconds = self.timeout_s if self.recovery_timeout is None else duration_seconds(self.recovery_timeout)
+        return seconds if seconds > 0 else None
 
 
 class FairSharing(_Cfg, frozen=True, kw_only=True):

@@ -13,6 +13,7 @@ from typing import Literal, Union
 import msgspec
 
 from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus
+from kq.api.workload import RequeueState
 
 
 class _Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -46,6 +47,8 @@ class EvictWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="EvictWorkl
     message: str
     preemption_reason: str | None = None  # InClusterQueue, InCohortReclamation, ...
     preemptor: str | None = None  # ns/name of the workload that preempted it
+    # PodsReadyTimeout: the requeue state Kueue writes with the eviction (count+1, requeueAt after the backoff).
+    requeue_state: RequeueState | None = None
 
 
 class SetWorkloadPending(_WorkloadCommand, frozen=True, kw_only=True, tag="SetWorkloadPending"):
@@ -60,6 +63,13 @@ class DeactivateWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="Deact
 
     reason: str
     message: str
+
+
+class FinishRequeueBackoff(_WorkloadCommand, frozen=True, kw_only=True, tag="FinishRequeueBackoff"):
+    """The backoff after a PodsReadyTimeout eviction is over: requeueState.requeueAt cleared and
+    Requeued=True (BackoffFinished), so admission queues the workload again."""
+
+    requeue_at: str  # the requeueAt the decision was made on (RFC 3339); a different one is not ours to clear
 
 
 class SetClusterQueueStatus(_Command, frozen=True, kw_only=True, tag="SetClusterQueueStatus"):
@@ -82,6 +92,7 @@ Command = Union[
     EvictWorkload,
     SetWorkloadPending,
     DeactivateWorkload,
+    FinishRequeueBackoff,
     SetClusterQueueStatus,
     SetLocalQueueStatus,
     Fence,
@@ -92,6 +103,7 @@ COMMAND_KIND: dict[type, str] = {
     EvictWorkload: "workload",
     SetWorkloadPending: "workload",
     DeactivateWorkload: "workload",
+    FinishRequeueBackoff: "workload",
     SetClusterQueueStatus: "clusterqueue",
     SetLocalQueueStatus: "localqueue",
     Fence: "fence",

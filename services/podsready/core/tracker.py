@@ -1,0 +1,88 @@
+"""The core's state: every Workload it knows and the one timer each needs, and the decisions
+due. The only mutable state of the service, owned here.
+
+    changes = tracker.observe(view, now)   # a Workload as last seen (mirror record)
+    changes = tracker.forget(key)          # deleted
+    changes = tracker.due(key, now)        # a timer fired (local or from the bus)
+
+Each returns Changes: timers to (re)set, timers to cancel, decisions. A decision is
+issued once per (decision, resourceVersion it was decided on): the same state deciding
+again yields nothing; a newer resourceVersion that is still due yields the same
+deterministic id again (the bus drops the duplicate, the watcher finds it applied).
+"""
+
+from __future__ import annotations
+
+from .model import Changes, Key, PodsReadyConfig, Timer, WorkloadView
+from .timing import next_timer, on_due
+
+EARLY_S = 0.0005  # a timer firing within this of its time counts as due (float rounding)
+
+
+class Tracker:
+    def __init__(self, config: PodsReadyConfig) -> None:
+        self.config = config
+        self.views: dict[Key, WorkloadView] = {}
+        self.timers: dict[Key, Timer] = {}
+        self._issued: dict[Key, tuple[str, str]] = {}  # key -> (decision id, resourceVersion)
+
+    def __len__(self) -> int:
+        return len(self.views)
+
+    def observe(self, view: WorkloadView, now: float) -> Changes:
+        old = self.views.get(view.key)
+        if old is not None and old.uid != view.uid:
+            self._issued.pop(view.key, None)  # a new incarnation under the same name
+        self.views[view.key] = view
+        return self._evaluate(view.key, now)
+
+    def forget(self, key: Key) -> Changes:
+        """The Workload is gone (or its job with it): stop its timer."""
+        self.views.pop(key, None)
+        self._issued.pop(key, None)
+        out = Changes()
+        if self.timers.pop(key, None) is not None:
+            out.cancelled.append(key)
+        return out
+
+    def due(self, key: Key, now: float) -> Changes:
+        """A timer fired for `key`: decide on the state as it is now (the timer may be stale)."""
+        if key not in self.views:
+            return Changes()
+        return self._evaluate(key, now)
+
+    def all_due(self, now: float) -> Changes:
+        """Re-evaluate everything (after a rebuild): what is overdue is decided now."""
+        out = Changes()
+        for key in sorted(self.views):
+            out.extend(self._evaluate(key, now))
+        return out
+
+    def _evaluate(self, key: Key, now: float) -> Changes:
+        view = self.views[key]
+        out = Changes()
+        timer = next_timer(view, self.config)
+        current = self.timers.get(key)
+        if timer is None:
+            if current is not None:
+                del self.timers[key]
+                out.cancelled.append(key)
+            self._issued.pop(key, None)
+            return out
+        if timer.at > now + EARLY_S:
+            if current != timer:
+                self.timers[key] = timer
+                out.timers.append(timer)
+            return out
+        if current is not None:  # due now: nothing left to wait for
+            del self.timers[key]
+            out.cancelled.append(key)
+        decision = on_due(view, timer, self.config, now)
+        if self._issued.get(key) != (decision.id, view.resource_version):
+            self._issued[key] = (decision.id, view.resource_version)
+            out.decisions.append(decision)
+        return out
+
+    def decision_ids(self) -> dict[Key, str]:
+        return {k: v[0] for k, v in self._issued.items()}
+
