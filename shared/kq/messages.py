@@ -164,3 +164,18 @@ encoder = msgspec.json.Encoder()
 
 def command_kind(cmd: Command) -> Literal["workload", "clusterqueue", "localqueue", "fence"]:
     return COMMAND_KIND[type(cmd)]  # type: ignore[return-value]
+
+
+class TimerMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """The body of a service's durable timer (KQ_TIMERS): what it is for, so the firing needs no
+    parsing of subjects. `at` is the time it was set for (RFC 3339 with milliseconds)."""
+
+    service: str
+    cluster: str
+    namespace: str
+    name: str
+    at: str
+    purpose: str
+
+
+timer_decoder = msgspec.json.Decoder(TimerMessage)

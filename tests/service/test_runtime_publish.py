@@ -38,7 +38,9 @@ async def test_ensure_streams_is_idempotent_and_complete(bus: Bus) -> None:
     await bus.ensure_streams()  # second time: no error, no change
     infos = {si.config.name: si.config for si in await bus.js.streams_info()}
     assert set(infos) == {subjects.OBJECTS_STREAM, subjects.COMMANDS_STREAM, subjects.EVENTS_STREAM,
-                          subjects.MK_STREAM, LEASE_STREAM}
+                          subjects.MK_STREAM, subjects.TIMERS_STREAM, LEASE_STREAM}
+    timers = infos[subjects.TIMERS_STREAM]
+    assert timers.allow_msg_schedules and timers.max_msgs_per_subject == 1
     objects = infos[subjects.OBJECTS_STREAM]
     assert objects.max_msgs_per_subject == 1
     assert set(objects.subjects or []) == {subjects.OBJECTS_ALL, subjects.SYNC_ALL}
