@@ -8,9 +8,11 @@
 3. consume fired schedules: the core decides on the state as it is then (a stale or duplicate
    firing decides nothing); the message is acked only after the command is stored.
 
-Two clocks drive a deadline and the first to fire wins: a local timer in this process (precise
-to the event loop) and the bus schedule (precise to the server's scheduler, about 250 ms, and
-surviving any crash). Both reach the core through `Tracker.due`, and decision ids are
+Two clocks drive a deadline and the first to fire wins: a local timer per workload in this
+process (precise to the event loop) and a bus schedule per time bucket (`bucket_s`, the
+server's own precision is about 250 ms) that survives any crash: when it fires, every deadline
+up to then is decided (`Tracker.due_until`). Bus timers cost one schedule per bucket, not per
+workload, and are never cancelled: a bucket firing for nothing decides nothing. Decision ids are
 deterministic, so a deadline seen twice is decided once.
 """
 
@@ -27,9 +29,9 @@ from kq.api.kueue import Workload
 from kq.messages import timer_decoder
 from kq.mirror import MirrorRecordError, decode_record
 from kq.obs import get_logger
-from kq.runtime import Bus, Delivery, PermanentError
+from kq.runtime import Bus, Delivery, OutMsg, PermanentError
 from services.podsready import outputs
-from services.podsready.core.model import Changes, Decision, Key, PodsReadyConfig, Timer
+from services.podsready.core.model import Changes, Decision, Key, PodsReadyConfig
 from services.podsready.core.tracker import Tracker
 from services.podsready.core.view import workload_view
 
@@ -40,7 +42,9 @@ _workload_decoder = msgspec.json.Decoder(Workload)
 class TermSettings(msgspec.Struct, frozen=True, kw_only=True):
     replay_batch: int = 1000
     fire_ack_wait_s: float = 5.0  # a fired timer a dead leader took is redelivered after this
-    purge_concurrency: int = 64  # timer cancellations in flight at once
+    bucket_s: float = 0.25  # bus timers: one per this much time with deadlines in it
+    publish_in_flight: int = 8  # decision batches published at once
+    publish_chunk: int = 100  # decisions per batch: the first of a burst go out before the last are built
     bus_timers: bool = True  # also keep each deadline as a JetStream schedule (durability)
 
 
@@ -59,8 +63,12 @@ class Term:
         self.tracker = Tracker(config)
         self.local: dict[Key, asyncio.TimerHandle] = {}
         self.decisions: list[Decision] = []  # waiting for the flusher
-        self.bus_timers: dict[Key, Timer | None] = {}  # set (Timer) or cancel (None), the last wins
-        self.wake = asyncio.Event()
+        self.buckets: set[float] = set()  # bus timers set (bucket times)
+        self.new_buckets: list[float] = []  # waiting to be published
+        self.decided = asyncio.Event()  # decisions wait to be published
+        self.timers_changed = asyncio.Event()  # bus schedules wait to be set or cancelled
+        self.audit: list[OutMsg] = []  # decision events waiting to be published (after their commands)
+        self.audited = asyncio.Event()
         self.acting = False
         self.published = 0
         self.log = get_logger("kq.podsready", epoch=epoch)
@@ -79,16 +87,16 @@ class Term:
         self._absorb(self.tracker.observe(view, self.clock()))
 
     async def on_fire(self, d: Delivery) -> None:
-        """A bus timer fired: decide now and publish before the message is acked."""
+        """A bus timer fired: decide every deadline up to now and publish before the message is acked."""
         try:
-            msg = timer_decoder.decode(d.data)
+            timer_decoder.decode(d.data)
         except (msgspec.DecodeError, msgspec.ValidationError) as e:
             raise PermanentError(f"{d.subject} (seq {d.stream_seq}): not a timer: {e}") from None
-        changes = self.tracker.due(outputs.timer_key(msg), self.clock())
+        changes = self.tracker.due_until(self.clock())
         decided, changes.decisions = changes.decisions, []
         self._absorb(changes)
         if decided:
-            await self._publish_decisions(decided)
+            await self._publish_commands(decided)
 
     def _on_local(self, key: Key) -> None:
         self.local.pop(key, None)
@@ -104,53 +112,81 @@ class Term:
             handle = self.local.pop(key, None)
             if handle is not None:
                 handle.cancel()
-            self.bus_timers[key] = None
         for timer in changes.timers:
             handle = self.local.pop(timer.key, None)
             if handle is not None:
                 handle.cancel()
             delay = max(0.0, timer.at - self.clock())
             self.local[timer.key] = loop.call_at(loop.time() + delay, self._on_local, timer.key)
-            self.bus_timers[timer.key] = timer
-        self.decisions += changes.decisions
-        self.wake.set()
+            bucket = outputs.bucket_of(timer.at, self.settings.bucket_s)
+            if bucket not in self.buckets:
+                self.buckets.add(bucket)
+                self.new_buckets.append(bucket)
+        if changes.decisions:
+            self.decisions += changes.decisions
+            self.decided.set()
+        if self.new_buckets:
+            self.timers_changed.set()
 
-    async def _publish_decisions(self, decisions: list[Decision]) -> None:
-        now = self.clock()
+    async def _publish_commands(self, decisions: list[Decision]) -> None:
         await self.bus.publish_many([outputs.command(x, self.epoch) for x in decisions])
-        events = [e for x in decisions if (e := outputs.event(x, now)) is not None]
-        if events:
-            await self.bus.publish_many(events)
         self.published += len(decisions)
+        now = self.clock()
+        self.audit += [e for x in decisions if (e := outputs.event(x, now)) is not None]
+        if self.audit:
+            self.audited.set()
         for x in decisions:
-            self.log.info("decided", decision=type(x).__name__, workload=x.key.label(), id=x.id)
+            self.log.debug("decided", decision=type(x).__name__, workload=x.key.label(), id=x.id)
 
-    async def _flush(self) -> None:
-        decisions, self.decisions = self.decisions, []
-        if decisions:
-            await self._publish_decisions(decisions)
-        if not self.settings.bus_timers:
-            self.bus_timers.clear()
-            return
-        timers, self.bus_timers = self.bus_timers, {}
-        sets = [outputs.schedule(t) for t in timers.values() if t is not None]
-        if sets:
-            await self.bus.publish_many(sets)
-        cancels = [k for k, t in timers.items() if t is None]
-        sem = asyncio.Semaphore(self.settings.purge_concurrency)
+    async def _publisher(self) -> None:
+        """Decisions go out as soon as they are made: never behind the bus timers' upkeep or the audit
+        events, and a batch does not wait for the previous batch's acks (a few in flight)."""
+        slots = asyncio.Semaphore(self.settings.publish_in_flight)
+        running: set[asyncio.Task[None]] = set()
 
-        async def purge(key: Key) -> None:
-            async with sem:
-                await self.bus.cancel_schedule(subjects.TIMERS_STREAM, outputs.schedule_subject(key))
+        async def one(batch: list[Decision]) -> None:
+            try:
+                await self._publish_commands(batch)
+            finally:
+                slots.release()
 
-        if cancels:
-            await asyncio.gather(*(purge(k) for k in cancels))
+        try:
+            while True:
+                await self.decided.wait()
+                self.decided.clear()
+                decisions, self.decisions = self.decisions, []
+                for at in range(0, len(decisions), self.settings.publish_chunk):
+                    await slots.acquire()
+                    for t in [t for t in running if t.done()]:
+                        running.discard(t)
+                        t.result()  # a failed publish ends the term (the next leader decides again)
+                    task = asyncio.create_task(one(decisions[at : at + self.settings.publish_chunk]))
+                    running.add(task)
+                    await asyncio.sleep(0)  # let this chunk reach the wire before building the next
+        finally:
+            for t in running:
+                t.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
 
-    async def _flusher(self) -> None:
+    async def _auditor(self) -> None:
         while True:
-            await self.wake.wait()
-            self.wake.clear()
-            await self._flush()
+            await self.audited.wait()
+            self.audited.clear()
+            events, self.audit = self.audit, []
+            if events:
+                await self.bus.publish_many(events)
+
+    async def _timekeeper(self) -> None:
+        """Publish the bus timers of new buckets; forget the buckets gone by."""
+        while True:
+            await self.timers_changed.wait()
+            self.timers_changed.clear()
+            fresh, self.new_buckets = self.new_buckets, []
+            if self.settings.bus_timers and fresh:
+                await self.bus.publish_many([outputs.schedule(b) for b in sorted(fresh)])
+            past = self.clock() - 60.0
+            if len(self.buckets) > 4096:
+                self.buckets = {b for b in self.buckets if b > past}
 
     # --- the term ------------------------------------------------------------------------------------
 
@@ -167,8 +203,12 @@ class Term:
                               seconds=round(time.monotonic() - t0, 3))
                 await self.bus.publish_many([outputs.fence(c, self.epoch) for c in self.clusters])
                 self.acting = True
-                tg.create_task(self._flusher(), name="podsready:flusher")
-                self.wake.set()
+                tg.create_task(self._publisher(), name="podsready:publisher")
+                tg.create_task(self._timekeeper(), name="podsready:timekeeper")
+                tg.create_task(self._auditor(), name="podsready:auditor")
+                self.decided.set()
+                self.timers_changed.set()
+                self._absorb(self.tracker.due_until(self.clock()))  # what fell due while rebuilding
                 tg.create_task(self.bus.consume(durable_name(), subjects.TIMERS_STREAM,
                                                 subjects.timer_fire_filter(outputs.WRITER), self.on_fire,
                                                 ack_wait=self.settings.fire_ack_wait_s),

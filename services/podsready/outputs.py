@@ -3,6 +3,7 @@ audit events (KQ_EVENTS), with deterministic message ids; timers as JetStream sc
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timezone
 
 from kq import subjects
@@ -19,7 +20,7 @@ from kq.messages import (
 )
 from kq.runtime import OutMsg
 from kq.runtime.bus import SCHEDULE, SCHEDULE_TARGET, schedule_time
-from services.podsready.core.model import Deactivate, Decision, Evict, FinishBackoff, Key, Timer
+from services.podsready.core.model import Deactivate, Decision, Evict, FinishBackoff
 
 WRITER = "podsready"
 EVICTED_BY_PODS_READY_TIMEOUT = "PodsReadyTimeout"
@@ -66,20 +67,16 @@ def event(decision: Decision, at: float) -> OutMsg | None:
     return OutMsg(subject, ev, f"{WRITER}:evt:{key.cluster}:{decision.id}")
 
 
-def schedule(timer: Timer) -> OutMsg:
-    """A JetStream message schedule firing TimerMessage at timer.at (replaces the key's last one)."""
-    key = timer.key
-    at = datetime.fromtimestamp(timer.at, timezone.utc)
-    body = TimerMessage(service=WRITER, cluster=key.cluster, namespace=key.namespace, name=key.name,
-                        at=schedule_time(at), purpose=timer.purpose)
-    target = subjects.timer_fire_subject(WRITER, key.cluster, key.namespace, key.name)
-    headers = {SCHEDULE: f"@at {schedule_time(at)}", SCHEDULE_TARGET: target}
-    return OutMsg(schedule_subject(key), body, None, headers)
+def bucket_of(at: float, bucket_s: float) -> float:
+    """The bus timer that covers a deadline: the first bucket boundary at or after it."""
+    return math.ceil(at / bucket_s - 1e-9) * bucket_s
 
 
-def schedule_subject(key: Key) -> str:
-    return subjects.timer_schedule_subject(WRITER, key.cluster, key.namespace, key.name)
-
-
-def timer_key(msg: TimerMessage) -> Key:
-    return Key(msg.cluster, msg.namespace, msg.name)
+def schedule(bucket: float) -> OutMsg:
+    """A JetStream message schedule firing at `bucket`: "decide every deadline up to now". One per
+    bucket however many deadlines fall in it; a bucket fired for nothing decides nothing."""
+    at = datetime.fromtimestamp(bucket, timezone.utc)
+    name = str(round(bucket * 1000))
+    body = TimerMessage(service=WRITER, at=schedule_time(at), purpose="Deadlines")
+    headers = {SCHEDULE: f"@at {schedule_time(at)}", SCHEDULE_TARGET: subjects.timer_fire_subject(WRITER, name)}
+    return OutMsg(subjects.timer_schedule_subject(WRITER, name), body, f"{WRITER}:timer:{name}", headers)

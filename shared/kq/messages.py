@@ -167,13 +167,10 @@ def command_kind(cmd: Command) -> Literal["workload", "clusterqueue", "localqueu
 
 
 class TimerMessage(msgspec.Struct, frozen=True, kw_only=True):
-    """The body of a service's durable timer (KQ_TIMERS): what it is for, so the firing needs no
-    parsing of subjects. `at` is the time it was set for (RFC 3339 with milliseconds)."""
+    """The body of a service's durable timer (KQ_TIMERS): when it was set for (RFC 3339 with
+    milliseconds) and what for, so the firing needs no parsing of subjects."""
 
     service: str
-    cluster: str
-    namespace: str
-    name: str
     at: str
     purpose: str
 

@@ -135,15 +135,15 @@ def mk_nominate_subject(namespace: str, name: str) -> str:
     return f"{PREFIX}.mk.nominate.{escape(namespace)}.{escape(name)}"
 
 
-def timer_schedule_subject(service: str, cluster: str, namespace: str | None, name: str) -> str:
-    """A durable timer (JetStream message schedule) of a service for one object: publishing on it
-    again replaces the timer, purging it cancels the timer."""
-    return f"{PREFIX}.timer.sched.{escape(service)}.{escape(cluster)}.{_ns(namespace)}.{escape(name)}"
+def timer_schedule_subject(service: str, timer: str) -> str:
+    """A service's durable timer (a JetStream message schedule), named by the service: publishing on
+    it again replaces the timer, purging it cancels it."""
+    return f"{PREFIX}.timer.sched.{escape(service)}.{escape(timer)}"
 
 
-def timer_fire_subject(service: str, cluster: str, namespace: str | None, name: str) -> str:
+def timer_fire_subject(service: str, timer: str) -> str:
     """Where the server stores a service's timer message when it fires."""
-    return f"{PREFIX}.timer.fire.{escape(service)}.{escape(cluster)}.{_ns(namespace)}.{escape(name)}"
+    return f"{PREFIX}.timer.fire.{escape(service)}.{escape(timer)}"
 
 
 def timer_fire_filter(service: str) -> str:

@@ -2,27 +2,35 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from kq.api import constants as k
 from kq.api.kueue import Workload
-from kq.api.meta import find_condition, parse_time
+from kq.api.meta import parse_time
 
 from .model import Key, WorkloadView
 
 
+@lru_cache(maxsize=4096)
+def _parse(text: str) -> float:
+    return parse_time(text).timestamp()
+
+
 def _seconds(text: str | None) -> float | None:
-    return parse_time(text).timestamp() if text else None
+    """Condition times are whole seconds and recur across workloads: parse each once."""
+    return _parse(text) if text else None
 
 
 def workload_view(cluster: str, wl: Workload) -> WorkloadView:
     meta, st = wl.metadata, wl.status
-    conds = st.conditions
-    admitted = find_condition(conds, k.WORKLOAD_ADMITTED)
-    ready = find_condition(conds, k.WORKLOAD_PODS_READY)
-    requeued = find_condition(conds, k.WORKLOAD_REQUEUED)
+    by_type = {c.type: c for c in st.conditions}
+    admitted = by_type.get(k.WORKLOAD_ADMITTED)
+    ready = by_type.get(k.WORKLOAD_PODS_READY)
+    requeued = by_type.get(k.WORKLOAD_REQUEUED)
     rs = st.requeue_state
 
     def true(type_: str) -> bool:
-        c = find_condition(conds, type_)
+        c = by_type.get(type_)
         return c is not None and c.status == "True"
 
     is_admitted = admitted is not None and admitted.status == "True"
