@@ -16,7 +16,7 @@ import socket
 
 import msgspec
 
-from kq.config import Config, ConfigError, WaitForPodsReady
+from kq.config import Config, ConfigError, WaitForPodsReady, duration_seconds
 from kq.obs import get_logger
 from kq.runtime import Bus, Lease, lead
 from services.podsready.core.model import PodsReadyConfig
@@ -39,11 +39,24 @@ def core_config(wfpr: WaitForPodsReady) -> PodsReadyConfig:
     """The validated Kueue configuration (kq.config refuses bad values at load) as the core's."""
     rs = wfpr.requeuing_strategy
     try:
-        return PodsReadyConfig(timeout_s=wfpr.timeout_s, recovery_timeout_s=wfpr.recovery_timeout_s,
-                               backoff_base_s=rs.backoff_base_seconds, backoff_max_s=rs.backoff_max_seconds,
-                               backoff_limit_count=rs.backoff_limit_count)
+        timeout = duration_seconds(wfpr.timeout)
     except ConfigError as e:
-        raise ConfigError(f"waitForPodsReady: {e}") from None
+        raise ConfigError(f"waitForPodsReady.timeout: {e}") from None
+    try:
+        # Unset: the timeout (Kueue's default); "0s": recovery is not timed.
+        recovery = timeout if wfpr.recovery_timeout is None else duration_seconds(wfpr.recovery_timeout)
+    except ConfigError as e:
+        raise ConfigError(f"waitForPodsReady.recoveryTimeout: {e}") from None
+    if timeout <= 0:
+        raise ConfigError("waitForPodsReady.timeout: must be more than 0s")
+    return PodsReadyConfig(timeout_s=timeout, recovery_timeout_s=recovery if recovery > 0 else None,
+                           backoff_base_s=rs.backoff_base_seconds, backoff_max_s=rs.backoff_max_seconds,
+                           backoff_limit_count=rs.backoff_limit_count)
+
+
+def enabled(wfpr: WaitForPodsReady | None) -> bool:
+    """v1beta2: the section being present means on; v1beta1's `enable: false` turns it off."""
+    return wfpr is not None and wfpr.enable is not False
 
 
 def _why(e: BaseException) -> str:
@@ -56,7 +69,7 @@ async def main(bus: Bus, config: Config, settings: PodsReadySettings | None = No
     settings = settings or PodsReadySettings()
     log = get_logger("kq.podsready", instance=config.instance)
     wfpr = config.kueue.wait_for_pods_ready
-    if wfpr is None or not wfpr.enabled:
+    if not enabled(wfpr):
         log.info("waitForPodsReady is off; nothing to do")
         bus.mark_ready()
         await asyncio.Event().wait()
@@ -64,6 +77,7 @@ async def main(bus: Bus, config: Config, settings: PodsReadySettings | None = No
     clusters = tuple(c.name for c in config.clusters)
     if not clusters:
         raise ConfigError("podsready: no clusters configured (config `clusters`)")
+    assert wfpr is not None
     core = core_config(wfpr)
     holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
     lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s)

@@ -119,7 +119,7 @@ async def main(bus: Bus, config: Config, settings: WatcherSettings | None = None
     settings = settings or WatcherSettings()
     if settings.wait_for_pods_ready is None:
         wfpr = config.kueue.wait_for_pods_ready
-        settings = msgspec.structs.replace(settings, wait_for_pods_ready=wfpr is not None and wfpr.enabled)
+        settings = msgspec.structs.replace(settings, wait_for_pods_ready=wfpr is not None and wfpr.enable is not False)
     async with AsyncExitStack() as stack:
         watchers = await connect_clusters(stack, bus, config.clusters, settings)
         await run_watchers(bus, watchers)

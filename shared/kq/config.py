@@ -66,20 +66,6 @@ class WaitForPodsReady(_Cfg, frozen=True, kw_only=True):
             if name == "timeout" and seconds == 0:
                 raise ValueError("waitForPodsReady.timeout: must be more than 0s")
 
-    @property
-    def enabled(self) -> bool:
-        return self.enable is not False
-
-    @property
-    def timeout_s(self) -> float:
-        return duration_seconds(self.timeout)
-
-    @property
-    def recovery_timeout_s(self) -> float | None:
-        """Seconds of the recovery timeout; None when it is off ("0s")."""
-        seconds = self.timeout_s if self.recovery_timeout is None else duration_seconds(self.recovery_timeout)
-        return seconds if seconds > 0 else None
-
 
 class FairSharing(_Cfg, frozen=True, kw_only=True):
     enable: bool = True  # present in the configuration means on

@@ -14,7 +14,7 @@ import msgspec
 
 from kq.api.kueue import ClusterQueue, Workload
 from kq.api.meta import condition_is_true, find_condition, parse_time
-from kq.config import WaitForPodsReady
+from kq.config import WaitForPodsReady, duration_seconds
 from kq.api.registry import decode_object
 from kq.kube import KubeClient, KubeError
 from kq.scenario.model import Check, RemoteObject
@@ -38,7 +38,7 @@ class Observer:
                  pods_ready: WaitForPodsReady | None = None) -> None:
         self.clients = clients
         self.manager = manager
-        self.pods_ready = pods_ready if pods_ready is not None and pods_ready.enabled else None
+        self.pods_ready = pods_ready if pods_ready is not None and pods_ready.enable is not False else None
 
     async def _list(self, cluster: str, kind: str) -> list:
         try:
@@ -118,6 +118,8 @@ def pods_ready_timers(workloads: list[Workload], cfg: WaitForPodsReady, now: dat
     (or only just passed: the eviction takes a moment to show)."""
     out: list[str] = []
     grace = timedelta(seconds=2)
+    timeout = duration_seconds(cfg.timeout)
+    recovery = timeout if cfg.recovery_timeout is None else duration_seconds(cfg.recovery_timeout)
     for wl in workloads:
         conds = wl.status.conditions
         admitted = find_condition(conds, "Admitted")
@@ -129,9 +131,9 @@ def pods_ready_timers(workloads: list[Workload], cfg: WaitForPodsReady, now: dat
         if ready is not None and ready.status == "True":
             continue
         if ready is None or ready.reason != "WaitForRecovery":
-            deadline = parse_time(admitted.last_transition_time) + timedelta(seconds=cfg.timeout_s)
-        elif cfg.recovery_timeout_s is not None and ready.last_transition_time:
-            deadline = parse_time(ready.last_transition_time) + timedelta(seconds=cfg.recovery_timeout_s)
+            deadline = parse_time(admitted.last_transition_time) + timedelta(seconds=timeout)
+        elif recovery > 0 and ready.last_transition_time:
+            deadline = parse_time(ready.last_transition_time) + timedelta(seconds=recovery)
         else:
             continue
         if deadline + grace > now:

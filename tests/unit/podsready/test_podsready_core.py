@@ -180,3 +180,16 @@ def test_tracker_replay_is_deterministic() -> None:
         return [t.observe(v, now) for v, now in events]
 
     assert run() == run()
+
+
+def test_due_until_decides_every_deadline_passed_in_time_order() -> None:
+    t = Tracker(CFG)
+    keys = [Key("manager", "ns", f"w{i}") for i in range(4)]
+    for i, k in enumerate(keys):  # deadlines T0+4 .. T0+7
+        t.observe(view(key=k, uid=f"u{i}", admitted_at=T0 + i, admitted_at_text=format_time(T0 + i)), now=T0)
+    t.observe(view(key=keys[1], uid="u1", resource_version="2", pods_ready_status="True", pods_ready_reason="Started",
+                   admitted_at=T0 + 1, admitted_at_text=format_time(T0 + 1)), now=T0 + 1)  # w1 ready: no deadline
+    assert t.next_at() == T0 + 4
+    out = t.due_until(T0 + 6.1)
+    assert [d.key.name for d in out.decisions] == ["w0", "w2"]
+    assert t.next_at() == T0 + 7 and t.due_until(T0 + 6.5).empty()
