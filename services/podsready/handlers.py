@@ -46,6 +46,7 @@ class TermSettings(msgspec.Struct, frozen=True, kw_only=True):
     publish_in_flight: int = 8  # decision batches published at once
     publish_chunk: int = 100  # decisions per batch: the first of a burst go out before the last are built
     bus_timers: bool = True  # also keep each deadline as a JetStream schedule (durability)
+    local_timers: bool = True  # off only in tests of the bus timers alone
 
 
 def durable_name() -> str:
@@ -116,8 +117,9 @@ class Term:
             handle = self.local.pop(timer.key, None)
             if handle is not None:
                 handle.cancel()
-            delay = max(0.0, timer.at - self.clock())
-            self.local[timer.key] = loop.call_at(loop.time() + delay, self._on_local, timer.key)
+            if self.settings.local_timers:
+                delay = max(0.0, timer.at - self.clock())
+                self.local[timer.key] = loop.call_at(loop.time() + delay, self._on_local, timer.key)
             bucket = outputs.bucket_of(timer.at, self.settings.bucket_s)
             if bucket not in self.buckets:
                 self.buckets.add(bucket)
