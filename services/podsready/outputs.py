@@ -42,7 +42,8 @@ def command(decision: Decision, epoch: int) -> OutMsg:
         case Evict():
             rs = decision.requeue_state
             return _out(EvictWorkload(**common, reason=EVICTED_BY_PODS_READY_TIMEOUT, message=decision.message,
-                                      requeue_state=RequeueState(count=rs.count, requeue_at=rs.requeue_at)))
+                                      requeue_state=RequeueState(count=rs.count, requeue_at=rs.requeue_at),
+                                      underlying_cause=decision.cause))
         case Deactivate():
             return _out(DeactivateWorkload(**common, reason=decision.reason, message=decision.message))
         case FinishBackoff():

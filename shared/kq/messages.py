@@ -47,8 +47,10 @@ class EvictWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="EvictWorkl
     message: str
     preemption_reason: str | None = None  # InClusterQueue, InCohortReclamation, ...
     preemptor: str | None = None  # ns/name of the workload that preempted it
-    # PodsReadyTimeout: the requeue state Kueue writes with the eviction (count+1, requeueAt after the backoff).
+    # PodsReadyTimeout: the requeue state Kueue writes with the eviction (count+1, requeueAt after the backoff),
+    # and its underlying cause (WaitForStart, WaitForRecovery), counted in status.schedulingStats.
     requeue_state: RequeueState | None = None
+    underlying_cause: str = ""
 
 
 class SetWorkloadPending(_WorkloadCommand, frozen=True, kw_only=True, tag="SetWorkloadPending"):

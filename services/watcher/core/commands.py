@@ -147,7 +147,8 @@ def _evict(cmd: EvictWorkload, wl: Workload, now: str) -> Plan:
         return Skip(reason="AlreadyEvicted")
     if not ws.has_quota_reservation(wl):
         return Refusal(reason=NOT_ADMITTED, message="workload holds no quota")
-    new = ws.evict(wl, cmd.reason, cmd.message, now, preemption_reason=cmd.preemption_reason)
+    new = ws.evict(wl, cmd.reason, cmd.message, now, preemption_reason=cmd.preemption_reason,
+                   underlying_cause=cmd.underlying_cause)
     if cmd.requeue_state is not None:
         new = replace(new, status=replace(new.status, requeue_state=cmd.requeue_state))
     return _status_write(wl, new, f"evict: {cmd.reason}", "AlreadyEvicted")

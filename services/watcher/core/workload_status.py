@@ -153,7 +153,8 @@ def _reset_checks(checks: tuple[AdmissionCheckState, ...], now: str) -> tuple[Ad
     return tuple(out)
 
 
-def evict(wl: Workload, reason: str, message: str, now: str, *, preemption_reason: str | None = None) -> Workload:
+def evict(wl: Workload, reason: str, message: str, now: str, *, preemption_reason: str | None = None,
+          underlying_cause: str = "") -> Workload:
     """evict.Evict's prepareForEviction (+ the Preempted condition when preempted): Evicted=True,
     nominations and admission checks reset, eviction counted per reason. The quota stays
     reserved until the job has stopped (finish_eviction)."""
@@ -166,6 +167,7 @@ def evict(wl: Workload, reason: str, message: str, now: str, *, preemption_reaso
     if gates is not None and gates.status == "True":
         conds = set_condition(conds, _cond(wl, k.WORKLOAD_BLOCKED_ON_PREEMPTION_GATES, "False", reason, message), now)
     count_reason, cause = _split_deactivation(reason)
+    cause = cause or underlying_cause
     st = wl.status
     return replace(wl, status=replace(
         st,

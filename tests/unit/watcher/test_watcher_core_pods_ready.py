@@ -95,7 +95,7 @@ def test_evict_writes_the_requeue_state() -> None:
     wl = _with_ready(BASE, "False", "WaitForStart")
     rs = RequeueState(count=2, requeue_at="2026-01-01T00:00:14Z")
     cmd = EvictWorkload(id="e", reason="PodsReadyTimeout", message="Exceeded the PodsReady timeout ns/w1",
-                        requeue_state=rs, **_W)
+                        requeue_state=rs, underlying_cause="WaitForStart", **_W)
     wl = replace(wl, metadata=replace(wl.metadata, name="w1", uid="wl-uid"))
     plan = plan_command(cmd, wl, 0, NOW)
     assert isinstance(plan, Write)
@@ -103,6 +103,9 @@ def test_evict_writes_the_requeue_state() -> None:
     assert after.status.requeue_state == rs
     ev = find_condition(after.status.conditions, k.WORKLOAD_EVICTED)
     assert ev is not None and (ev.status, ev.reason) == ("True", "PodsReadyTimeout")
+    stats = after.status.scheduling_stats
+    assert stats is not None and [(e.reason, e.underlying_cause, e.count) for e in stats.evictions] == [
+        ("PodsReadyTimeout", "WaitForStart", 1)]
 
 
 def _in_backoff(requeue_at: str | None, reason: str = "PodsReadyTimeout", status: str = "False") -> Workload:
