@@ -45,6 +45,7 @@ class TermSettings(msgspec.Struct, frozen=True, kw_only=True):
     bucket_s: float = 0.25  # bus timers: one per this much time with deadlines in it
     publish_in_flight: int = 8  # decision batches published at once
     publish_chunk: int = 100  # decisions per batch: the first of a burst go out before the last are built
+    audit_pause_s: float = 0.05  # audit events wait while decisions are being published
     bus_timers: bool = True  # also keep each deadline as a JetStream schedule (durability)
     local_timers: bool = True  # off only in tests of the bus timers alone
 
@@ -70,6 +71,7 @@ class Term:
         self.timers_changed = asyncio.Event()  # bus schedules wait to be set or cancelled
         self.audit: list[OutMsg] = []  # decision events waiting to be published (after their commands)
         self.audited = asyncio.Event()
+        self.in_flight = 0  # decision batches being published
         self.acting = False
         self.published = 0
         self.log = get_logger("kq.podsready", epoch=epoch)
@@ -131,7 +133,7 @@ class Term:
             self.timers_changed.set()
 
     async def _publish_commands(self, decisions: list[Decision]) -> None:
-        await self.bus.publish_many([outputs.command(x, self.epoch) for x in decisions])
+        await self.bus.publish_batch([outputs.command(x, self.epoch) for x in decisions])
         self.published += len(decisions)
         now = self.clock()
         self.audit += [e for x in decisions if (e := outputs.event(x, now)) is not None]
@@ -147,9 +149,11 @@ class Term:
         running: set[asyncio.Task[None]] = set()
 
         async def one(batch: list[Decision]) -> None:
+            self.in_flight += 1
             try:
                 await self._publish_commands(batch)
             finally:
+                self.in_flight -= 1
                 slots.release()
 
         try:
@@ -171,12 +175,16 @@ class Term:
             await asyncio.gather(*running, return_exceptions=True)
 
     async def _auditor(self) -> None:
+        """The decisions' audit events, after their commands and only while no decision waits: at a
+        burst of deadlines the commands have the process to themselves."""
         while True:
             await self.audited.wait()
             self.audited.clear()
-            events, self.audit = self.audit, []
-            if events:
-                await self.bus.publish_many(events)
+            while self.audit:
+                while self.decisions or self.in_flight:
+                    await asyncio.sleep(self.settings.audit_pause_s)
+                events, self.audit = self.audit[: self.settings.publish_chunk], self.audit[self.settings.publish_chunk :]
+                await self.bus.publish_batch(events)
 
     async def _timekeeper(self) -> None:
         """Publish the bus timers of new buckets; forget the buckets gone by."""
