@@ -8,8 +8,8 @@
 3. consume fired schedules: the core decides on the state as it is then (a stale or duplicate
    firing decides nothing); the message is acked only after the command is stored.
 
-Two clocks drive a deadline and the first to fire wins: a local timer per workload in this
-process (precise to the event loop) and a bus schedule per time bucket (`bucket_s`, the
+Two clocks drive a deadline and the first to fire wins: one local timer in this process, always
+at the earliest deadline (precise to the event loop; a burst of deadlines is one wake-up) and a bus schedule per time bucket (`bucket_s`, the
 server's own precision is about 250 ms) that survives any crash: when it fires, every deadline
 up to then is decided (`Tracker.due_until`). Bus timers cost one schedule per bucket, not per
 workload, and are never cancelled: a bucket firing for nothing decides nothing. Decision ids are
@@ -19,6 +19,7 @@ deterministic, so a deadline seen twice is decided once.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Callable
 
@@ -63,7 +64,8 @@ class Term:
         self.settings = settings
         self.clock = clock
         self.tracker = Tracker(config)
-        self.local: dict[Key, asyncio.TimerHandle] = {}
+        self.local: asyncio.TimerHandle | None = None  # one local timer: the earliest deadline
+        self.local_at = math.inf
         self.decisions: list[Decision] = []  # waiting for the flusher
         self.buckets: set[float] = set()  # bus timers set (bucket times)
         self.new_buckets: list[float] = []  # waiting to be published
@@ -101,31 +103,36 @@ class Term:
         if decided:
             await self._publish_commands(decided)
 
-    def _on_local(self, key: Key) -> None:
-        self.local.pop(key, None)
-        self._absorb(self.tracker.due(key, self.clock()))
+    def _on_local(self) -> None:
+        self.local, self.local_at = None, math.inf
+        self._absorb(self.tracker.due_until(self.clock()))
+        self._rearm()
+
+    def _rearm(self) -> None:
+        """Keep the one local timer at the earliest deadline (the core's heap head)."""
+        if not self.settings.local_timers:
+            return
+        at = self.tracker.next_at()
+        if at is None or at >= self.local_at:
+            return
+        if self.local is not None:
+            self.local.cancel()
+        loop = asyncio.get_running_loop()
+        self.local = loop.call_at(loop.time() + max(0.0, at - self.clock()), self._on_local)
+        self.local_at = at
 
     # --- effects -------------------------------------------------------------------------------------
 
     def _absorb(self, changes: Changes) -> None:
         if changes.empty():
             return
-        loop = asyncio.get_running_loop()
-        for key in changes.cancelled:
-            handle = self.local.pop(key, None)
-            if handle is not None:
-                handle.cancel()
         for timer in changes.timers:
-            handle = self.local.pop(timer.key, None)
-            if handle is not None:
-                handle.cancel()
-            if self.settings.local_timers:
-                delay = max(0.0, timer.at - self.clock())
-                self.local[timer.key] = loop.call_at(loop.time() + delay, self._on_local, timer.key)
             bucket = outputs.bucket_of(timer.at, self.settings.bucket_s)
             if bucket not in self.buckets:
                 self.buckets.add(bucket)
                 self.new_buckets.append(bucket)
+            if timer.at < self.local_at:
+                self._rearm()
         if changes.decisions:
             self.decisions += changes.decisions
             self.decided.set()
@@ -226,7 +233,7 @@ class Term:
                 self.bus.mark_ready()
                 self.log.info("deciding", clusters=list(self.clusters))
         finally:
-            for handle in self.local.values():
-                handle.cancel()
-            self.local.clear()
+            if self.local is not None:
+                self.local.cancel()
+                self.local, self.local_at = None, math.inf
 
