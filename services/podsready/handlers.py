@@ -66,11 +66,11 @@ class Term:
         self.tracker = Tracker(config)
         self.local: asyncio.TimerHandle | None = None  # one local timer: the earliest deadline
         self.local_at = math.inf
-        self.decisions: list[Decision] = []  # waiting for the flusher
+        self.decisions: list[Decision] = []  # waiting for the publisher
         self.buckets: set[float] = set()  # bus timers set (bucket times)
         self.new_buckets: list[float] = []  # waiting to be published
         self.decided = asyncio.Event()  # decisions wait to be published
-        self.timers_changed = asyncio.Event()  # bus schedules wait to be set or cancelled
+        self.timers_changed = asyncio.Event()  # new buckets wait to become bus schedules
         self.audit: list[OutMsg] = []  # decision events waiting to be published (after their commands)
         self.audited = asyncio.Event()
         self.in_flight = 0  # decision batches being published
@@ -124,6 +124,8 @@ class Term:
     # --- effects -------------------------------------------------------------------------------------
 
     def _absorb(self, changes: Changes) -> None:
+        """Timers and decisions from the core. A cancelled timer needs nothing here: the local timer
+        follows the core's heap, and a bus bucket firing for nothing decides nothing."""
         if changes.empty():
             return
         for timer in changes.timers:

@@ -103,7 +103,3 @@ class Tracker:
             self._issued[key] = (decision.id, view.resource_version)
             out.decisions.append(decision)
         return out
-
-    def decision_ids(self) -> dict[Key, str]:
-        return {k: v[0] for k, v in self._issued.items()}
-

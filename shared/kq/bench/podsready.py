@@ -123,7 +123,7 @@ async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -
         log = workdir / "podsready.log"
         env = {**os.environ, "KQ_CONFIG": str(workdir / "config.yaml"), "KQ_INSTANCE": "0", "KQ_LOG_LEVEL": "warning"}
         with open(log, "wb") as out:
-            proc = await asyncio.create_subprocess_exec(sys.executable, *os.environ.get("KQ_BENCH_PROFILE_ARGS", "").split(), "-m", "services.podsready", env=env,
+            proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.podsready", env=env,
                                                         stdout=out, stderr=asyncio.subprocess.STDOUT)
         try:
             await _wait_ready(bus.nc, proc, log)
