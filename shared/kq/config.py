@@ -47,7 +47,7 @@ class RequeuingStrategy(_Cfg, frozen=True, kw_only=True):
 class WaitForPodsReady(_Cfg, frozen=True, kw_only=True):
     """Kueue's waitForPodsReady. In v1beta2 being present means on; v1beta1's `enable: false` turns it off."""
 
-    enable: bool | None = None
+    enable: bool = True  # v1beta1 only; in v1beta2 the section being present means on
     timeout: str = "30m"  # v1beta2's default
     block_admission: bool = False
     recovery_timeout: str | None = None  # None: the timeout; "0s": no recovery timeout
