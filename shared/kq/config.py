@@ -7,6 +7,7 @@ a few KQ_* variables override single fields for the local stack.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -107,6 +108,9 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     max_replans: int = 10  # 409 -> re-read -> re-plan rounds for one command before naking it
     job_workers: int = 8  # Kueue: controller.groupKindConcurrency["Job.batch"]
     max_job_steps: int = 8  # writes in a row for one job before re-queueing it
+    # Keep the Workloads' PodsReady condition (Kueue's waitForPodsReady). Unset: as the `kueue:`
+    # section says (waitForPodsReady present and not `enable: false`).
+    wait_for_pods_ready: bool | None = None
 
     def __post_init__(self) -> None:
         from kq.api.registry import KINDS  # the API types are not needed by every config reader
@@ -222,7 +226,17 @@ def parse_config(text: str, source: str = "<config>") -> Config:
     try:
         return msgspec.convert(raw, Config)
     except msgspec.ValidationError as e:
-        raise ConfigError(f"{source}: {e}") from None
+        raise ConfigError(f"{source}: {_field_first(str(e))}") from None
+
+
+_CHECK_AT = re.compile(r"^(?P<field>[A-Za-z0-9_.]+): (?P<what>.*) - at `\$\.(?P<path>[^`]+)`$", re.S)
+
+
+def _field_first(message: str) -> str:
+    """A __post_init__ check says "timeout: negative ... - at `$.kueue.waitForPodsReady`": name the
+    whole path first ("kueue.waitForPodsReady.timeout: negative ..."), as the user wrote it."""
+    m = _CHECK_AT.match(message)
+    return f"{m['path']}.{m['field']}: {m['what']}" if m else message
 
 
 def load_config(path: str | None = None) -> Config:
@@ -254,7 +268,7 @@ def kueue_config_from(raw: Mapping[str, Any], source: str) -> KueueConfig:
     try:
         return msgspec.convert(dict(raw), KueueConfig)
     except msgspec.ValidationError as e:
-        raise ConfigError(f"{source}: {e}") from None
+        raise ConfigError(f"{source}: {_field_first(str(e))}") from None
 
 
 def load_kueue_config(path: str | Path) -> KueueConfig:

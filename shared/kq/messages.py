@@ -14,6 +14,7 @@ import msgspec
 
 from kq.api.events import ObjectReference
 from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus
+from kq.api.workload import RequeueState
 
 
 class _Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -47,6 +48,10 @@ class EvictWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="EvictWorkl
     message: str
     preemption_reason: str | None = None  # InClusterQueue, InCohortReclamation, ...
     preemptor: str | None = None  # ns/name of the workload that preempted it
+    # PodsReadyTimeout: the requeue state Kueue writes with the eviction (count+1, requeueAt after the backoff),
+    # and its underlying cause (WaitForStart, WaitForRecovery), counted in status.schedulingStats.
+    requeue_state: RequeueState | None = None
+    underlying_cause: str = ""
 
 
 class SetWorkloadPending(_WorkloadCommand, frozen=True, kw_only=True, tag="SetWorkloadPending"):
@@ -61,6 +66,13 @@ class DeactivateWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="Deact
 
     reason: str
     message: str
+
+
+class FinishRequeueBackoff(_WorkloadCommand, frozen=True, kw_only=True, tag="FinishRequeueBackoff"):
+    """The backoff after a PodsReadyTimeout eviction is over: requeueState.requeueAt cleared and
+    Requeued=True (BackoffFinished), so admission queues the workload again."""
+
+    requeue_at: str  # the requeueAt the decision was made on (RFC 3339); a different one is not ours to clear
 
 
 class SetClusterQueueStatus(_Command, frozen=True, kw_only=True, tag="SetClusterQueueStatus"):
@@ -95,6 +107,7 @@ Command = (
     | EvictWorkload
     | SetWorkloadPending
     | DeactivateWorkload
+    | FinishRequeueBackoff
     | SetClusterQueueStatus
     | SetLocalQueueStatus
     | RecordEvent
@@ -108,6 +121,7 @@ COMMAND_KIND: dict[type, CommandKind] = {
     EvictWorkload: "workload",
     SetWorkloadPending: "workload",
     DeactivateWorkload: "workload",
+    FinishRequeueBackoff: "workload",
     SetClusterQueueStatus: "clusterqueue",
     SetLocalQueueStatus: "localqueue",
     RecordEvent: "event",
@@ -124,13 +138,14 @@ CommandType = Literal[
     "EvictWorkload",
     "SetWorkloadPending",
     "DeactivateWorkload",
+    "FinishRequeueBackoff",
     "SetClusterQueueStatus",
     "SetLocalQueueStatus",
     "RecordEvent",
     "Fence",
 ]
 WORKLOAD_COMMANDS: frozenset[CommandType] = frozenset(
-    {"AdmitWorkload", "EvictWorkload", "SetWorkloadPending", "DeactivateWorkload"}
+    {"AdmitWorkload", "EvictWorkload", "SetWorkloadPending", "DeactivateWorkload", "FinishRequeueBackoff"}
 )
 
 COMMAND_TYPE: dict[type, CommandType] = {
@@ -138,6 +153,7 @@ COMMAND_TYPE: dict[type, CommandType] = {
     EvictWorkload: "EvictWorkload",
     SetWorkloadPending: "SetWorkloadPending",
     DeactivateWorkload: "DeactivateWorkload",
+    FinishRequeueBackoff: "FinishRequeueBackoff",
     SetClusterQueueStatus: "SetClusterQueueStatus",
     SetLocalQueueStatus: "SetLocalQueueStatus",
     RecordEvent: "RecordEvent",
@@ -145,7 +161,7 @@ COMMAND_TYPE: dict[type, CommandType] = {
 }
 
 # Applied (nothing else to write, the object already says it), then refused.
-AppliedReason = Literal["", "AlreadyApplied", "AlreadyEvicted", "Unchanged", "Fenced"]
+AppliedReason = Literal["", "AlreadyApplied", "AlreadyEvicted", "Unchanged", "Fenced", "NotWaiting"]
 RefusalReason = Literal[
     "StaleEpoch",  # an older epoch of the writer: a newer leader has written
     "NotFound",
@@ -161,6 +177,8 @@ RefusalReason = Literal[
     "Rejected",  # the API server refused the write (400)
     "Forbidden",  # the API server refused the write (403)
     "RateLimited",  # RecordEvent: the object had too many events lately (client-go's spam filter)
+    "NotInBackoff",  # the requeue backoff the decision saw is not the workload's any more
+    "BackoffNotOver",
 ]
 OutcomeReason: TypeAlias = AppliedReason | RefusalReason
 
@@ -234,3 +252,15 @@ encoder = msgspec.json.Encoder()
 
 def command_kind(cmd: Command) -> CommandKind:
     return COMMAND_KIND[type(cmd)]
+
+
+class TimerMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """The body of a service's durable timer (KQ_TIMERS): when it was set for (RFC 3339 with
+    milliseconds) and what for, so the firing needs no parsing of subjects."""
+
+    service: str
+    at: str
+    purpose: str
+
+
+timer_decoder = msgspec.json.Decoder(TimerMessage)
