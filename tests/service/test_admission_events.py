@@ -8,12 +8,16 @@ from pathlib import Path
 import msgspec
 import pytest
 from service.test_admission_service import (
+    FAST,
     KUEUE,
+    finish,
     job_doc,
     make_world,
+    reserved,
     running_admission,
     workload_doc,
     workload_of_job,
+    workloads,
 )
 from support.wait import eventually
 from support.watcher_harness import create, running_watcher
@@ -98,3 +102,31 @@ async def test_a_preemption_is_recorded_on_both_workloads(bus: Bus, nats_config:
         assert "Preempted to accommodate a workload" in p.message, p.message
         (pw,) = [e for e in highs if e.reason == "PreemptedWorkload"]
         assert pw.message.startswith(f"Preempted workload demo/{low} (UID: ") and "in ClusterQueue cq" in pw.message
+
+
+async def test_no_events_when_turned_off(bus: Bus, nats_config: NatsConfig, sim: KubeSim, kube: KubeClient,
+                                         tmp_path: Path) -> None:
+    quiet = msgspec.structs.replace(FAST, term=msgspec.structs.replace(FAST.term, record_events=False))
+    await make_world(kube, cpu="1")
+    async with running_watcher(bus, sim, tmp_path, [C]), running_admission(nats_config, sim, tmp_path,
+                                                                           settings=quiet):
+        await create(kube, workload_doc("w0"))
+        await create(kube, workload_doc("w1"))
+
+        async def first_round() -> dict:
+            wls = await workloads(kube)
+            assert reserved(wls["w0"]) and not reserved(wls["w1"]) and wls["w1"].status.conditions, wls
+            return wls
+
+        wls = await eventually(first_round, timeout=30, what="w0 admitted, w1 pending")
+        await finish(kube, wls["w0"])
+
+        async def second_round() -> bool:
+            assert reserved((await workloads(kube))["w1"])
+            return True
+
+        # Commands of the second round come after the first's on KQ_CMD: had events been asked for, the
+        # first round's would be written by now.
+        await eventually(second_round, timeout=30, what="w1 admitted after w0 finished")
+        items, _ = await kube.list("event", namespace="demo")
+        assert items == []
