@@ -23,7 +23,7 @@ from typing import IO, Any
 import structlog
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Tracer
@@ -142,12 +142,19 @@ def _otlp_exporter(endpoint: str | None) -> SpanExporter:
     return OTLPSpanExporter()
 
 
+def service_resource(service: str, instance: str) -> Resource:
+    """service.name and service.instance.id, unless the standard OTEL_SERVICE_NAME /
+    OTEL_RESOURCE_ATTRIBUTES set them (read by the SDK's detector)."""
+    from_env = OTELResourceDetector().detect()
+    return Resource.create({"service.name": service, "service.instance.id": instance}).merge(from_env)
+
+
 def make_tracer_provider(
     service: str, instance: str, exporter: str = "none", *, span_exporter: SpanExporter | None = None,
     endpoint: str | None = None,
 ) -> TracerProvider:
     """A provider for one process; `span_exporter` overrides the configured one (tests)."""
-    provider = TracerProvider(resource=Resource.create({"service.name": service, "service.instance.id": instance}))
+    provider = TracerProvider(resource=service_resource(service, instance))
     if span_exporter is None:
         if exporter == "none":
             pass

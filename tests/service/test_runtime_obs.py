@@ -76,3 +76,15 @@ def test_provider_names_the_service() -> None:
     attrs = provider.resource.attributes
     assert (attrs["service.name"], attrs["service.instance.id"]) == ("tas", "t-2")
     provider.shutdown()
+
+
+def test_the_standard_otel_variables_win_over_kqs_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kq.obs import service_resource
+
+    plain = service_resource("admission", "i0").attributes
+    assert (plain["service.name"], plain["service.instance.id"]) == ("admission", "i0")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "kq-admission-prod")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod,service.instance.id=pod-7")
+    named = service_resource("admission", "i0").attributes
+    assert (named["service.name"], named["service.instance.id"], named["deployment.environment"]) == (
+        "kq-admission-prod", "pod-7", "prod")
