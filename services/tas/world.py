@@ -16,12 +16,13 @@ from typing import Any
 
 from kq.api.constants import WORKLOAD_ANNOTATION
 from kq.api.core import Node, Pod
-from kq.api.kueue import ResourceFlavor, Topology, Workload
+from kq.api.kueue import ResourceFlavor, Workload
 from kq.api.meta import find_condition
 from kq.api.registry import decode_object
+from kq.api.topology import topology_domains
 from kq.mirror import ObjectRecord
 from kq.placement import (
-    HeldPodSet,
+    Candidate,
     HoldRecord,
     PlacementHeld,
     PlacementReleased,
@@ -29,25 +30,21 @@ from kq.placement import (
     SolveRequest,
 )
 from kq.quantity import resource_amount
-from services.tas.solving import Solver
+from services.tas.core import HOSTNAME_LABEL, HeldPodSet, Placement, PlacementFailure, TasSolver
+from services.tas.solving import failed_reply, flavor_spec, held_domains, node_info, placed_reply, pod_set_request
 
 NEEDED_KINDS: tuple[str, ...] = ("node", "pod", "resourceflavor", "topology", "workload")
 
-WlKey = tuple[str, str]
-
 
 def pod_requests(pod: Pod) -> dict[str, int]:
-    """Effective requests of a pod in Kueue's integer view (containers summed, init max, overhead)."""
+    """Effective requests of a pod in Kueue's integer view (containers summed, init max)."""
     total: dict[str, int] = {}
-    spec = pod.spec
-    for c in spec.containers:
+    for c in pod.spec.containers:
         for r, q in {**c.resources.limits, **c.resources.requests}.items():
             total[r] = total.get(r, 0) + resource_amount(r, q)
-    for c in spec.init_containers:
+    for c in pod.spec.init_containers:
         for r, q in {**c.resources.limits, **c.resources.requests}.items():
             total[r] = max(total.get(r, 0), resource_amount(r, q))
-    for r, q in (getattr(spec, "overhead", None) or {}).items():
-        total[r] = total.get(r, 0) + resource_amount(r, q)
     return total
 
 
@@ -62,15 +59,30 @@ def _holds_quota(wl: Workload) -> bool:
     return qr is None or qr.status == "True"
 
 
+class _Confirmed:
+    __slots__ = ("uid", "flavor", "pod_sets")
+
+    def __init__(self, uid: str, flavor: str, pod_sets: list[tuple[str, Any, dict[str, int]]]) -> None:
+        self.uid = uid
+        self.flavor = flavor
+        self.pod_sets = pod_sets  # (pod set, TopologyAssignment, one pod's requests)
+
+    def same(self, other: _Confirmed | None) -> bool:
+        return other is not None and (self.uid, self.flavor, self.pod_sets) == (other.uid, other.flavor, other.pod_sets)
+
+
 class World:
     def __init__(self, cluster: str, *, hold_ttl_s: float) -> None:
         self.cluster = cluster
         self.hold_ttl_s = hold_ttl_s
         self.synced: set[str] = set()
-        self.solver = Solver()
-        self.workload_uids: dict[WlKey, str] = {}
-        self.confirmed: dict[WlKey, tuple[str, tuple[HeldPodSet, ...]]] = {}  # key -> (uid, pod sets)
-        self.handed_out: dict[WlKey, PlacementHeld] = {}
+        self.solver = TasSolver()
+        self.topologies: dict[str, tuple[str, ...]] = {}
+        self.flavors: dict[str, ResourceFlavor] = {}
+        self.node_labels: dict[str, dict[str, str]] = {}
+        self.confirmed: dict[str, _Confirmed] = {}  # "ns/name" -> what its status holds
+        self.handed_out: dict[str, PlacementHeld] = {}  # "ns/name" -> our unconfirmed answer
+        self.solves = 0
 
     # --- sync ---------------------------------------------------------------------------------------
 
@@ -88,117 +100,200 @@ class World:
             return
         obj: Any = None if rec.deleted else decode_object(rec.kind, rec.raw)
         if rec.kind == "node":
-            self.solver.set_node(rec.name, obj)
+            self._node(rec.name, obj)
         elif rec.kind == "pod":
             self._pod(rec.namespace, rec.name, obj)
         elif rec.kind == "resourceflavor":
-            self.solver.set_flavor(rec.name, obj)
+            if obj is None:
+                self.flavors.pop(rec.name, None)
+            else:
+                self.flavors[rec.name] = obj
+            self._sync_flavors()
         elif rec.kind == "topology":
-            self.solver.set_topology(rec.name, obj)
+            if obj is None:
+                self.topologies.pop(rec.name, None)
+            else:
+                self.topologies[rec.name] = tuple(lv.node_label for lv in obj.spec.levels)
+            self._sync_flavors()
         elif rec.kind == "workload":
-            self._workload(rec.namespace, rec.name, obj)
+            self._workload(f"{rec.namespace}/{rec.name}", obj)
+
+    def _sync_flavors(self) -> None:
+        """Each TAS flavor whose Topology exists has a capacity tree; the others have none."""
+        wanted = {}
+        for name, f in self.flavors.items():
+            levels = self.topologies.get(f.spec.topology_name or "")
+            if f.spec.topology_name and levels:
+                wanted[name] = flavor_spec(f, levels)
+        for name in list(self.solver.trees):
+            if name not in wanted:
+                self.solver.remove_flavor(name)
+        for name in sorted(wanted):
+            self.solver.set_flavor(wanted[name])
+        self._reapply_holds()
+
+    def _node(self, name: str, node: Node | None) -> None:
+        if node is None:
+            self.node_labels.pop(name, None)
+            self.solver.remove_node(name)
+            return
+        known = name in self.node_labels
+        self.node_labels[name] = dict(node.metadata.labels)
+        self.solver.upsert_node(node_info(node))
+        if not known:
+            self._reapply_holds()  # a hostname-only assignment may name this node
 
     def _pod(self, ns: str, name: str, pod: Pod | None) -> None:
-        """Pods kq placed through a topology assignment are counted by their workload's hold;
-        every other bound, running pod takes capacity from its node."""
-        counts = (
-            pod is not None
-            and bool(pod.spec.node_name)
-            and pod.status.phase not in ("Succeeded", "Failed")
-            and WORKLOAD_ANNOTATION not in pod.metadata.annotations
-        )
-        if counts:
-            assert pod is not None
-            self.solver.set_pod_usage((ns, name), pod.spec.node_name, pod_requests(pod))
-        else:
-            self.solver.set_pod_usage((ns, name), None, {})
-
-    def _workload(self, ns: str, name: str, wl: Workload | None) -> None:
-        key = (ns, name)
-        if wl is None:
-            self.workload_uids.pop(key, None)
-            self._set_confirmed(key, None)
-            self._drop_handed_out(key)
+        """Every bound, running pod takes capacity from its node; a TAS pod only while its
+        workload holds no placement (the hold already counts it)."""
+        key = f"{ns}/{name}"
+        if pod is None or not pod.spec.node_name or pod.status.phase in ("Succeeded", "Failed"):
+            self.solver.pod_gone(key)
             return
-        uid = wl.metadata.uid
-        self.workload_uids[key] = uid
-        held = self._confirmed_pod_sets(wl) if _holds_quota(wl) else ()
-        self._set_confirmed(key, (uid, held) if held else None)
-        if held or self.handed_out.get(key, None) is not None and self.handed_out[key].uid != uid:
-            self._drop_handed_out(key)  # confirmed (or a new incarnation): the answer is spent
+        wl = pod.metadata.annotations.get(WORKLOAD_ANNOTATION)
+        self.solver.pod_bound(key, pod.spec.node_name, pod_requests(pod), f"{ns}/{wl}" if wl else None)
 
-    def _confirmed_pod_sets(self, wl: Workload) -> tuple[HeldPodSet, ...]:
+    def _workload(self, key: str, wl: Workload | None) -> None:
+        if wl is None:
+            self.confirmed.pop(key, None)
+            self.handed_out.pop(key, None)
+            self._apply(key)
+            return
+        new = self._confirmed_of(wl) if _holds_quota(wl) else None
+        old = self.confirmed.get(key)
+        if new is None and old is None:
+            held = self.handed_out.get(key)
+            if held is not None and held.uid != wl.metadata.uid:
+                del self.handed_out[key]
+                self._apply(key)
+            return
+        if new is not None and new.same(old):
+            return
+        if new is None:
+            del self.confirmed[key]
+        else:
+            self.confirmed[key] = new
+            self.handed_out.pop(key, None)  # confirmed: the answer is spent
+        self._apply(key)
+
+    def _confirmed_of(self, wl: Workload) -> _Confirmed | None:
         admission = wl.status.admission
         assert admission is not None
         specs = {ps.name: ps for ps in wl.spec.pod_sets}
-        out: list[HeldPodSet] = []
+        flavor = ""
+        pod_sets: list[tuple[str, Any, dict[str, int]]] = []
         for psa in admission.pod_set_assignments:
             ta = psa.topology_assignment
             spec = specs.get(psa.name)
             if ta is None or spec is None:
                 continue
-            flavor = next(iter(sorted(set(psa.flavors.values()))), "")
-            requests = pod_requests(Pod(spec=spec.template.spec))
-            out.append(HeldPodSet(name=psa.name, flavor=flavor, requests=requests, topology_assignment=ta))
-        return tuple(out)
-
-    def _set_confirmed(self, key: WlKey, value: tuple[str, tuple[HeldPodSet, ...]] | None) -> None:
-        old = self.confirmed.get(key)
-        if old == value:
-            return
-        if old is not None:
-            self.solver.release(("confirmed",) + key)
-            del self.confirmed[key]
-        if value is not None:
-            self.confirmed[key] = value
-            self.solver.hold(("confirmed",) + key, value[1])
-
-    def _drop_handed_out(self, key: WlKey) -> None:
-        if self.handed_out.pop(key, None) is not None:
-            self.solver.release(("handed-out",) + key)
+            flavor = flavor or next((f for f in sorted(set(psa.flavors.values())) if f in self.flavors), "")
+            pod_sets.append((psa.name, ta, pod_requests(Pod(spec=spec.template.spec))))
+        return _Confirmed(wl.metadata.uid, flavor, pod_sets) if pod_sets else None
 
     # --- holds --------------------------------------------------------------------------------------
 
+    def _levels_of(self, flavor: str) -> tuple[str, ...]:
+        f = self.flavors.get(flavor)
+        return self.topologies.get(f.spec.topology_name or "", ()) if f is not None else ()
+
+    def _leaf_values(self, flavor: str, levels: tuple[str, ...], values: tuple[str, ...]) -> tuple[str, ...] | None:
+        """Every level's value of a domain; Kueue writes only the hostname when it is the lowest level."""
+        full = self._levels_of(flavor)
+        if tuple(levels) == full:
+            return values
+        if tuple(levels) == (HOSTNAME_LABEL,) and full and full[-1] == HOSTNAME_LABEL:
+            for labels in self.node_labels.values():
+                if labels.get(HOSTNAME_LABEL) == values[0]:
+                    return tuple(labels.get(lv, "") for lv in full)
+        return None
+
+    def _apply(self, key: str) -> None:
+        """The solver holds, for this workload, what its status confirms, else our answer, else nothing."""
+        c = self.confirmed.get(key)
+        if c is not None:
+            held: list[HeldPodSet] = []
+            for name, ta, requests in c.pod_sets:
+                for d in topology_domains(ta):
+                    values = self._leaf_values(c.flavor, tuple(ta.levels), tuple(d.values))
+                    if values is not None:
+                        held.append(HeldPodSet(pod_set=name, values=values, count=d.count, requests=requests))
+            self.solver.hold(key, c.flavor, tuple(held))
+            self.solver.confirm(key)
+            return
+        h = self.handed_out.get(key)
+        if h is not None:
+            self.solver.hold(key, h.flavor, tuple(
+                HeldPodSet(pod_set=d.pod_set, values=tuple(d.values), count=d.count, requests=dict(d.requests))
+                for d in h.domains))
+            return
+        self.solver.release(key)
+
+    def _reapply_holds(self) -> None:
+        for key in sorted(set(self.confirmed) | set(self.handed_out)):
+            self._apply(key)
+
     def apply_hold(self, rec: HoldRecord, now: float | None = None) -> None:
-        key = (rec.namespace, rec.name)
+        key = f"{rec.namespace}/{rec.name}"
         current = self.handed_out.get(key)
         if isinstance(rec, PlacementReleased):
             if current is not None and current.request_id == rec.request_id:
-                self._drop_handed_out(key)
+                del self.handed_out[key]
+                self._apply(key)
             return
         if current is not None and current.request_id == rec.request_id:
             return  # our own record coming back
-        if key in self.confirmed and self.confirmed[key][0] == rec.uid:
+        c = self.confirmed.get(key)
+        if c is not None and c.uid == rec.uid:
             return  # already confirmed by the status
         if now is not None and rec.at + self.hold_ttl_s < now:
             return
-        self._drop_handed_out(key)
         self.handed_out[key] = rec
-        self.solver.hold(("handed-out",) + key, rec.pod_sets)
+        self._apply(key)
 
     def expire(self, now: float) -> None:
         for key in [k for k, h in self.handed_out.items() if h.at + self.hold_ttl_s < now]:
-            self._drop_handed_out(key)
+            del self.handed_out[key]
+            self._apply(key)
 
     # --- solving ------------------------------------------------------------------------------------
 
     def solve(self, req: SolveRequest, now: float) -> tuple[SolveReply, PlacementHeld | None]:
         self.expire(now)
-        key = (req.namespace, req.name)
-        self._drop_handed_out(key)  # a new question for the same workload replaces the old answer
-        confirmed = self.confirmed.get(key)
-        if confirmed is not None and confirmed[0] == req.uid:
-            self.solver.release(("confirmed",) + key)  # it is being re-placed: its own capacity is free
-        try:
-            victims = tuple((c.namespace, c.name) for c in req.candidates)
-            result = self.solver.solve(req, victims, [("confirmed",) + (c.namespace, c.name) for c in req.candidates])
-        finally:
-            if confirmed is not None and confirmed[0] == req.uid:
-                self.solver.hold(("confirmed",) + key, confirmed[1])
-        reply: SolveReply = result.reply(req.id)
-        if not reply.placed:
-            return reply, None
+        self.solves += 1
+        key = f"{req.namespace}/{req.name}"
+        if key in self.handed_out:  # a new question for the same workload replaces the old answer
+            del self.handed_out[key]
+            self._apply(key)
+        flavors = sorted({ps.flavor for ps in req.pod_sets})
+        if len(flavors) != 1:
+            return SolveReply(request_id=req.id, placed=False, reason="InvalidRequest",
+                              message=f"pod sets on several topology-aware flavors: {', '.join(flavors)}"), None
+        flavor = flavors[0]
+        f = self.flavors.get(flavor)
+        if f is None or not f.spec.topology_name or self._levels_of(flavor) == ():
+            missing = f.spec.topology_name if f is not None else None
+            why = f"Topology {missing!r} not found" if missing else f"no topology-aware flavor {flavor!r}"
+            return SolveReply(request_id=req.id, placed=False,
+                              reason="TopologyNotFound" if missing else "UnknownFlavor", message=why), None
+        pod_sets = [pod_set_request(ps) for ps in req.pod_sets]
+        own = key in self.solver.holds  # re-placing an admitted workload: its own capacity is free
+        outcome = self.solver.place(flavor, pod_sets, without=[key] if own else [])
+        victims: tuple[Candidate, ...] = ()
+        if isinstance(outcome, PlacementFailure) and outcome.kind == "NoFit" and req.candidates:
+            by_key = {f"{c.namespace}/{c.name}": c for c in req.candidates}
+            found = self.solver.minimal_victims(flavor, pod_sets, list(by_key))
+            if found:
+                victims = tuple(by_key[k] for k in found)
+                outcome = self.solver.place(flavor, pod_sets, without=list(found))
+        if isinstance(outcome, PlacementFailure):
+            return failed_reply(req.id, outcome), None
+        assert isinstance(outcome, Placement)
+        reply = placed_reply(req.id, [outcome], victims)
+        if victims:
+            return reply, None  # placed only once the victims are gone: nothing to hold yet
         held = PlacementHeld(request_id=req.id, cluster=req.cluster, namespace=req.namespace, name=req.name,
-                             uid=req.uid, at=now, pod_sets=result.held)
-        self.apply_hold(held)
+                             uid=req.uid, at=now, flavor=flavor, domains=held_domains(outcome, pod_sets))
+        self.handed_out[key] = held
+        self._apply(key)
         return reply, held

@@ -23,6 +23,7 @@ __all__ = [
     "Candidate",
     "SolveRequest",
     "PodSetTopology",
+    "HeldDomain",
     "SolveReply",
     "PlacementHeld",
     "PlacementReleased",
@@ -83,11 +84,13 @@ class SolveReply(_Msg, frozen=True, kw_only=True):
     message: str = ""  # why it did not fit, naming the level / slice size
 
 
-class HeldPodSet(_Msg, frozen=True, kw_only=True):
-    name: str
-    flavor: str
+class HeldDomain(_Msg, frozen=True, kw_only=True):
+    """`count` pods of one pod set, `requests` each, in the leaf domain `values` (every level, top first)."""
+
+    pod_set: str
+    values: tuple[str, ...]
+    count: int
     requests: dict[str, int]
-    topology_assignment: TopologyAssignment
 
 
 class PlacementHeld(_Msg, frozen=True, kw_only=True, tag="PlacementHeld", tag_field="type"):
@@ -99,7 +102,8 @@ class PlacementHeld(_Msg, frozen=True, kw_only=True, tag="PlacementHeld", tag_fi
     name: str
     uid: str
     at: float  # the tas service's clock when it answered (holds lapse `hold_ttl_s` later)
-    pod_sets: tuple[HeldPodSet, ...]
+    flavor: str
+    domains: tuple[HeldDomain, ...]
 
 
 class PlacementReleased(_Msg, frozen=True, kw_only=True, tag="PlacementReleased", tag_field="type"):
