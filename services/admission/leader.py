@@ -31,9 +31,9 @@ from kq.runtime import Bus, OutMsg
 from services.admission.core.decisions import CycleResult
 from services.admission.core.model import SchedulerConfig
 from services.admission.handlers import Inputs, missing_sync, publish
-from services.admission.inputs import NEEDED_KINDS
-from services.admission.outputs import WRITER, Outgoing, fence_command
-from services.admission.partition import LostLeadership, Partition
+from services.admission.plan.inputs import NEEDED_KINDS
+from services.admission.plan.outputs import WRITER, Outgoing, fence_command
+from services.admission.plan.partition import LostLeadership, Partition
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ import msgspec
 
 from kq import subjects
 from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled
-from kq.messages import Command, CommandOutcome, Fence, command_decoder
+from kq.messages import Command, CommandOutcome, Fence, command_decoder, outcome_of
 from kq.obs import get_logger
 from kq.runtime import Bus, Delivery, OutMsg, PermanentError, TemporaryError
 from services.watcher.apply import apply_action, read
@@ -166,8 +166,9 @@ class CommandExecutor:
             log("command done", id=cmd.id, type=type(cmd).__name__, applied=out.applied, reason=out.reason)
 
     def _outcome(self, cmd: Command, applied: bool, reason: str, rv: str) -> CommandOutcome:
-        return CommandOutcome(command_id=cmd.id, cluster=self.cluster, writer=cmd.writer, epoch=cmd.epoch,
-                              applied=applied, reason=reason, resource_version=rv)
+        # Plan reasons are the watcher's str constants; kq.messages.OutcomeReason lists their values.
+        return outcome_of(cmd, cluster=self.cluster, applied=applied, reason=reason,  # type: ignore[arg-type]
+                          resource_version=rv)
 
     async def _apply(self, cmd: Command, max_epoch: int) -> CommandOutcome:
         ref = target_ref(cmd)

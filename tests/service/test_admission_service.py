@@ -28,7 +28,7 @@ from kq.messages import AdmitWorkload, WorkloadPendingEvent, decision_decoder
 from kq.runtime import Bus, Lease
 from kubesim.server import KubeSim
 from services.admission.leader import TermSettings
-from services.admission.outputs import command_id
+from services.admission.plan.outputs import command_id
 from services.admission.service import AdmissionSettings, main
 from services.watcher.core.job_pods import workload_name
 

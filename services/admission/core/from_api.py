@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 from kq.api import core as api_core
 from kq.api import kueue as api
@@ -27,6 +27,7 @@ from .model import (
     Cohort,
     Event,
     FairSharingConfig,
+    FairSharingStrategy,
     FlavorFungibility,
     FlavorQuotas,
     LabelSelectorRequirement,
@@ -37,6 +38,7 @@ from .model import (
     PodSet,
     PodSetAssignment,
     Preemption,
+    RequeuingTimestamp,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
@@ -72,7 +74,7 @@ def _milli(value: object, where: str) -> int:
         if cached is not None:
             return cached
     try:
-        milli = to_milli(value)  # type: ignore[arg-type]
+        milli = to_milli(value)  # type: ignore[arg-type]  # any decoded JSON value: to_milli refuses the wrong ones
     except ValueError as e:
         raise InvalidEvent(f"{where}: {e}") from None
     if type(value) is str and len(_MILLI_CACHE) < _MILLI_CACHE_MAX:
@@ -145,16 +147,23 @@ def scheduler_config(kueue: KueueConfig) -> SchedulerConfig:
     fs = kueue.fair_sharing
     fair = None
     if fs is not None and fs.enable:
-        fair = FairSharingConfig(preemption_strategies=tuple(fs.preemption_strategies))  # type: ignore[arg-type]
-    timestamp = "Eviction"
+        strategies: list[FairSharingStrategy] = []
+        for s in fs.preemption_strategies:
+            if s not in _STRATEGIES:
+                raise InvalidEvent(f"fairSharing.preemptionStrategies: unsupported value {s!r}")
+            strategies.append(_STRATEGIES[s])
+        fair = FairSharingConfig(preemption_strategies=tuple(strategies))
+    given = "Eviction"
     if kueue.wait_for_pods_ready is not None:
-        timestamp = kueue.wait_for_pods_ready.requeuing_strategy.timestamp
-    if timestamp not in ("Eviction", "Creation"):
-        raise InvalidEvent(f"waitForPodsReady.requeuingStrategy.timestamp: unsupported value {timestamp!r}")
-    for s in fair.preemption_strategies if fair else ():
-        if s not in ("LessThanOrEqualToFinalShare", "LessThanInitialShare"):
-            raise InvalidEvent(f"fairSharing.preemptionStrategies: unsupported value {s!r}")
-    return SchedulerConfig(fair_sharing=fair, requeuing_timestamp=timestamp)  # type: ignore[arg-type]
+        given = kueue.wait_for_pods_ready.requeuing_strategy.timestamp
+    timestamp = _TIMESTAMPS.get(given)
+    if timestamp is None:
+        raise InvalidEvent(f"waitForPodsReady.requeuingStrategy.timestamp: unsupported value {given!r}")
+    return SchedulerConfig(fair_sharing=fair, requeuing_timestamp=timestamp)
+
+
+_STRATEGIES: dict[str, FairSharingStrategy] = {s: s for s in get_args(FairSharingStrategy)}
+_TIMESTAMPS: dict[str, RequeuingTimestamp] = {t: t for t in get_args(RequeuingTimestamp)}
 
 
 # --- configuration objects --------------------------------------------------------------------------
