@@ -22,13 +22,16 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import msgspec
+import nats.errors
 from nats.js.errors import NotFoundError
 
 from kq import subjects
 from kq.messages import CommandOutcome
 from kq.obs import get_logger
+from kq.placement import SolveRequest, reply_decoder
+from kq.placement import encoder as placement_encoder
 from kq.runtime import Bus, OutMsg
-from services.admission.core.decisions import CycleResult
+from services.admission.core.decisions import CycleResult, PlacementRequest
 from services.admission.core.model import SchedulerConfig
 from services.admission.handlers import Inputs, missing_sync, publish
 from services.admission.plan.inputs import NEEDED_KINDS
@@ -48,6 +51,8 @@ class TermSettings(msgspec.Struct, frozen=True, kw_only=True):
     progress_log_s: float = 10.0  # while waiting to start deciding, say what for this often
     status_interval_s: float = 0.5  # queue statuses at most this often while busy (see Partition)
     pending_interval_s: float = 0.25  # a workload's pending condition at most this often (see PendingPacer)
+    solve_timeout_s: float = 5.0  # one kq.v1.tas.solve request
+    solve_retry_s: float = 0.2  # first wait before asking an unresponsive solver again
 
 
 def mirror_filters(clusters: tuple[str, ...]) -> list[str]:
@@ -71,6 +76,7 @@ class LeaderTerm:
                            for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
         self.lost: LostLeadership | None = None
+        self._asking: set[asyncio.Task[None]] = set()  # requests to the topology solver in flight
         self.log = get_logger("kq.admission", epoch=epoch)
 
     def _lose(self, e: LostLeadership) -> None:
@@ -170,10 +176,34 @@ class LeaderTerm:
                 events += outputs.events
             if commands or events:
                 await publish(self.bus, commands, events)
+            for p in parts:
+                for req, ask in p.take_asks():
+                    task = asyncio.create_task(self._ask(p, req, ask), name=f"admission:tas:{req.workload}")
+                    self._asking.add(task)
+                    task.add_done_callback(self._asking.discard)
             if produced and more:
                 await asyncio.sleep(0)  # let inputs in, then carry on
                 continue
             await self._wait_for_work(parts, spin_guard=more)
+
+    async def _ask(self, p: Partition, req: PlacementRequest, ask: SolveRequest) -> None:
+        """Ask the topology solver (request/reply) until answered or the question is moot; a
+        solver that is down or failing over is asked again, the workload waits meanwhile."""
+        data = placement_encoder.encode(ask)
+        delay = self.settings.solve_retry_s
+        while p.state.placement_outstanding(req.workload, req.id):
+            try:
+                msg = await self.bus.nc.request(subjects.TAS_SOLVE, data, timeout=self.settings.solve_timeout_s)
+                reply = reply_decoder.decode(msg.data)
+            except (nats.errors.Error, msgspec.DecodeError, msgspec.ValidationError) as e:
+                self.log.warning("topology solver did not answer; asking again", workload=req.workload,
+                                 error=repr(e), delay_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            p.answer(req, reply)
+            self.inputs.changed.set()
+            return
 
     async def _wait_for_work(self, parts: list[Partition], spin_guard: bool) -> None:
         wakeups = [at for p in parts if (at := p.next_wakeup()) is not None]

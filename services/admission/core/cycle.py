@@ -11,9 +11,12 @@
 
 from __future__ import annotations
 
+import msgspec
+
+from . import placements as tas
 from . import workload_sync as ws
 from .assignment import DEFERRED_FIT, FIT, NO_FIT, PREEMPT, Assignment
-from .decisions import AdmissionDecision, CycleResult, PreemptionDecision
+from .decisions import AdmissionDecision, CycleResult, PlacementRequest, PreemptionDecision
 from .entry import IMMEDIATE_BEST_EFFORT, Entry, EntryState
 from .flavors import FlavorAssigner, search_partial_counts
 from .model import LabelSelector
@@ -173,6 +176,8 @@ class Cycle:
         if not fits:
             e.skip("Workload no longer fits after processing another workload")
             return
+        if mode == FIT and not self._placed(e, usage):
+            return
         for t in e.targets:
             self.preempted[t.info.key] = t.info
         if mode == PREEMPT:
@@ -181,6 +186,53 @@ class Cycle:
             self._issue_preemptions(e)
             return
         self._admit(e)
+
+    def _placed(self, e: Entry, usage: dict[FR, int]) -> bool:
+        """TAS: True when the entry needs no placement or has one; else it asks, preempts or waits."""
+        p, info, a = self.p, e.info, e.assignment
+        assert a is not None
+        specs = {ps.name: ps for ps in info.wl.pod_sets}
+        asks = tas.pod_set_asks(
+            [(specs[r.name], r.count, {c.name for c in r.flavors.values()}) for r in a.pod_sets if r.name in specs],
+            e.cq, p.tree.flavors)
+        if isinstance(asks, str):
+            e.message, e.reason, e.requeue_reason = asks, "Pending", "NoFit"
+            return False
+        if not asks:
+            return True
+        fp = tas.fingerprint(asks)
+        req = p.placements.current(info.key, fp)
+        answer = p.placements.answer_to(req) if req is not None else None
+        if req is None:
+            reserved = sorted(p.book.reserved.values(), key=lambda r: r.key)
+            p.placements.ask(PlacementRequest(
+                id="", workload=info.key, uid=info.uid, cluster_queue=e.cq.name, fingerprint=fp,
+                pod_sets=tuple(asks), candidates=tas.candidates(info, e.cq, reserved, p.tree.cqs)))
+        if answer is None:
+            e.message = "Waiting for the topology-aware placement of its pod sets"
+            e.reason, e.requeue_reason = "Pending", "WaitingForTopology"
+            return False
+        p.placements.consume(info.key)
+        if not answer.placed:
+            names = ", ".join(x.name for x in asks)
+            e.message = f"couldn't assign flavors to pod set {names}: {answer.message}"
+            e.reason, e.requeue_reason = "Pending", "NoFit"
+            return False
+        if answer.victims:
+            targets = [Target(v, "InClusterQueue" if v.cq == e.cq.name else "InCohortReclamation")
+                       for k in answer.victims if (v := p.book.reserved.get(k)) is not None]
+            if not targets:
+                e.skip("Workload's topology preemption targets are already gone")
+                return False
+            e.targets = targets
+            for t in targets:
+                self.preempted[t.info.key] = t.info
+            self._reserve(e.cq, usage)
+            e.reason = "WaitingForPreemptedWorkloads"
+            self._issue_preemptions(e)
+            return False
+        e.topology = dict(answer.topology)
+        return True
 
     def _to_reserve(self, e: Entry) -> dict[FR, int]:
         """Kueue quotaResourcesToReserve: hold what this queue could take without preempting."""
@@ -225,6 +277,9 @@ class Cycle:
         p, cq, a, w = self.p, e.cq, e.assignment, e.info.wl
         assert a is not None
         pod_sets = a.to_pod_set_assignments()
+        if e.topology:
+            pod_sets = tuple(msgspec.structs.replace(ps, topology_assignment=e.topology.get(ps.name))
+                             for ps in pod_sets)
         checks = cq.checks_for({f for p in pod_sets for f in p.flavors.values()})
         d = AdmissionDecision(
             id=p.ids.next("reserve", w.uid, w.resource_version),
@@ -260,7 +315,8 @@ class Cycle:
                 q.requeue(e.info, immediate, reason, self.now)
                 if not q.is_parked(key) and not e.tainted:
                     q.stall = (e.info, e.epoch)
-            ws.report_pending(p, e.info.wl, e.reason or "Pending", e.message)
+            if reason != "WaitingForTopology":  # a round trip to the solver: not worth a status write
+                ws.report_pending(p, e.info.wl, e.reason or "Pending", e.message)
 
 
 def _cq_path(p: Parts, cq_name: str) -> str:
@@ -340,4 +396,5 @@ def run_cycle(p: Parts, now: float, report_status: bool = True) -> CycleResult:
         pending=tuple(pending),
         cluster_queues=cq_status,
         local_queues=lq_status,
+        placements=tuple(p.placements.take()),
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from typing import Literal
 
+from kq.api.workload import TopologyAssignment
+
 from .assignment import Assignment
 from .preemption import Target
 from .runtime import ClusterQueueRuntime
@@ -21,7 +23,8 @@ class EntryState(enum.Enum):
 
 # Why the entry goes back to its queue: decides whether it is retried at once or parked.
 RequeueReason = Literal[
-    "", "NamespaceMismatch", "NoFit", "PreemptionNoCandidates", "PendingPreemption", "FailedAfterNomination"
+    "", "NamespaceMismatch", "NoFit", "PreemptionNoCandidates", "PendingPreemption", "FailedAfterNomination",
+    "WaitingForTopology",
 ]
 IMMEDIATE_BEST_EFFORT: frozenset[RequeueReason] = frozenset({"FailedAfterNomination", "PendingPreemption"})
 
@@ -38,6 +41,7 @@ class Entry:
         "requeue_reason",
         "epoch",
         "tainted",
+        "topology",
     )
 
     def __init__(self, info: PendingInfo, cq: ClusterQueueRuntime, epoch: tuple[int, int]) -> None:
@@ -51,6 +55,7 @@ class Entry:
         self.requeue_reason: RequeueReason = ""
         self.epoch = epoch
         self.tainted = False  # evaluated while this cycle held capacity for someone else
+        self.topology: dict[str, TopologyAssignment] = {}  # TAS: pod set -> the solver's placement
 
     @property
     def usage(self) -> dict[tuple[str, str], int]:

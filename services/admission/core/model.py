@@ -12,6 +12,8 @@ from typing import Literal, Union
 
 import msgspec
 
+from kq.api.workload import PodSetTopologyRequest, TopologyAssignment
+
 QueueingStrategy = Literal["StrictFIFO", "BestEffortFIFO"]
 PreemptionPolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority", "Any"]
 BorrowPolicy = Literal["Never", "LowerPriority"]
@@ -171,6 +173,7 @@ class PodSet(_Rec, frozen=True, kw_only=True):
     node_selector: dict[str, str] = {}
     tolerations: tuple[Toleration, ...] = ()
     required_affinity: tuple[NodeSelectorTerm, ...] = ()  # ORed terms
+    topology_request: PodSetTopologyRequest | None = None  # TAS: where the pods must / should go
 
 
 class PodSetAssignment(_Rec, frozen=True, kw_only=True):
@@ -178,6 +181,7 @@ class PodSetAssignment(_Rec, frozen=True, kw_only=True):
     flavors: dict[str, str]  # resource -> flavor
     resource_usage: dict[str, int]  # resource -> milli-units for all `count` pods
     count: int
+    topology_assignment: TopologyAssignment | None = None  # TAS: the solver's placement
 
 
 class Admission(_Rec, frozen=True, kw_only=True):
@@ -228,7 +232,27 @@ Kind = Literal[
     "WorkloadPriorityClass",
     "AdmissionCheck",
     "Workload",
+    "Topology",
 ]
+
+
+class Topology(_Rec, frozen=True, kw_only=True):
+    """Only its existence matters here: a TAS flavor naming a missing one makes its queues inactive."""
+
+    name: str
+
+
+class PlacementAnswer(_Rec, frozen=True, kw_only=True):
+    """The topology solver's answer to a PlacementRequest (see decisions.py)."""
+
+    workload: str  # namespace/name
+    uid: str
+    request_id: str
+    placed: bool
+    topology: dict[str, TopologyAssignment] = {}  # pod set -> assignment
+    victims: tuple[str, ...] = ()  # namespace/name: placed only once these are preempted
+    reason: str = ""
+    message: str = ""
 
 
 class Deleted(_Rec, frozen=True, kw_only=True):
@@ -246,6 +270,8 @@ Event = Union[
     WorkloadPriorityClass,
     AdmissionCheck,
     Workload,
+    Topology,
+    PlacementAnswer,
     Deleted,
 ]
 
