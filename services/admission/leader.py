@@ -53,6 +53,7 @@ class TermSettings(msgspec.Struct, frozen=True, kw_only=True):
     pending_interval_s: float = 0.25  # a workload's pending condition at most this often (see PendingPacer)
     solve_timeout_s: float = 5.0  # one kq.v1.tas.solve request
     solve_retry_s: float = 0.2  # first wait before asking an unresponsive solver again
+    slow_solve_s: float = 0.5  # a placement answer slower than this is logged
 
 
 def mirror_filters(clusters: tuple[str, ...]) -> list[str]:
@@ -192,6 +193,7 @@ class LeaderTerm:
         data = placement_encoder.encode(ask)
         delay = self.settings.solve_retry_s
         while p.state.placement_outstanding(req.workload, req.id):
+            t0 = time.monotonic()
             try:
                 msg = await self.bus.nc.request(subjects.TAS_SOLVE, data, timeout=self.settings.solve_timeout_s)
                 reply = reply_decoder.decode(msg.data)
@@ -201,8 +203,12 @@ class LeaderTerm:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue
-            p.answer(req, reply)
+            p.answer(req, reply, time.time())
             self.inputs.changed.set()
+            took = time.monotonic() - t0
+            if took > self.settings.slow_solve_s:
+                self.log.warning("slow topology placement", workload=req.workload, seconds=round(took, 3),
+                                 placed=reply.placed)
             return
 
     async def _wait_for_work(self, parts: list[Partition], spin_guard: bool) -> None:

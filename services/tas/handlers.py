@@ -15,6 +15,7 @@ from kq import subjects
 from kq.mirror import MirrorRecordError, decode_marker, decode_record
 from kq.placement import (
     HoldRecord,
+    PlacementHeld,
     SolveReply,
     encoder,
     hold_decoder,
@@ -24,7 +25,7 @@ from kq.placement import (
 from kq.runtime import Bus, Delivery, PermanentError
 from services.tas.world import NEEDED_KINDS, World
 
-__all__ = ["NEEDED_KINDS", "SolverInputs", "answer"]
+__all__ = ["NEEDED_KINDS", "SolverInputs", "solve", "record_hold"]
 
 _SYNC_PREFIX = f"{subjects.PREFIX}.sync."
 
@@ -33,7 +34,6 @@ class SolverInputs:
     def __init__(self, clusters: tuple[str, ...], *, hold_ttl_s: float) -> None:
         self.worlds = {c: World(c, hold_ttl_s=hold_ttl_s) for c in clusters}
         self.synced = asyncio.Event()
-        self.lock = asyncio.Lock()  # one solve at a time: each sees the holds of the one before
 
     def _world(self, cluster: str, subject: str) -> World | None:
         return self.worlds.get(cluster)
@@ -65,22 +65,22 @@ class SolverInputs:
             w.apply_hold(rec)
 
 
-async def answer(bus: Bus, inputs: SolverInputs, data: bytes, now: float) -> bytes:
-    """Decode, solve, record the hold, reply (encoded)."""
+def solve(inputs: SolverInputs, data: bytes, now: float) -> tuple[bytes, PlacementHeld | None]:
+    """Decode and solve at once (synchronously, so each request sees the holds of the one before)."""
     try:
         req = request_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
         return encoder.encode(SolveReply(request_id="", placed=False, reason="InvalidRequest",
-                                         message=f"not a solve request: {e}"))
+                                         message=f"not a solve request: {e}")), None
     world = inputs.worlds.get(req.cluster)
     if world is None:
         return encoder.encode(SolveReply(request_id=req.id, placed=False, reason="InvalidRequest",
-                                         message=f"cluster {req.cluster!r} is not served by this solver"))
-    async with inputs.lock:
-        reply, hold = world.solve(req, now)
-        if hold is not None:
-            await bus.publish(hold_subject(hold.cluster, hold.namespace, hold.name), encoder.encode(hold),
-                              msg_id=f"hold.{hold.request_id}")
-    return encoder.encode(reply)
+                                         message=f"cluster {req.cluster!r} is not served by this solver")), None
+    reply, hold = world.solve(req, now)
+    return encoder.encode(reply), hold
 
 
+async def record_hold(bus: Bus, hold: PlacementHeld) -> None:
+    """The hold on the log before the reply: a replacement replica rebuilds it (deduplicated by id)."""
+    await bus.publish(hold_subject(hold.cluster, hold.namespace, hold.name), encoder.encode(hold),
+                      msg_id=f"hold.{hold.request_id}")

@@ -24,9 +24,9 @@ import msgspec
 from kq import subjects
 from kq.config import Config, ConfigError
 from kq.obs import get_logger
-from kq.placement import HOLDS_FILTER
+from kq.placement import HOLDS_FILTER, PlacementHeld
 from kq.runtime import Bus, Lease, lead
-from services.tas.handlers import NEEDED_KINDS, SolverInputs, answer
+from services.tas.handlers import NEEDED_KINDS, SolverInputs, record_hold, solve
 
 SERVICE = "tas"
 
@@ -55,6 +55,7 @@ class SolverTerm:
         self.epoch = epoch
         self.settings = settings
         self.inputs = SolverInputs(clusters, hold_ttl_s=settings.hold_ttl_s)
+        self._finishing: set[asyncio.Task[None]] = set()
         self.log = get_logger("kq.tas", epoch=epoch)
 
     async def run(self) -> None:
@@ -78,13 +79,25 @@ class SolverTerm:
                 await sub.unsubscribe()
 
     async def _on_solve(self, msg) -> None:  # type: ignore[no-untyped-def]
+        """Solve in arrival order (synchronously: each answer sees the holds of the one before),
+        then record the hold and reply off the subscription, so PubAcks overlap."""
         try:
-            reply = await answer(self.bus, self.inputs, msg.data, time.time())
-        except Exception as e:  # a bug: answer with it rather than leave admission waiting
+            reply, hold = solve(self.inputs, msg.data, time.time())
+        except Exception as e:  # a bug: say so loudly; admission asks again
             self.log.error("solve failed", error=repr(e), exc_info=e)
             return
-        if msg.reply:
-            await self.bus.nc.publish(msg.reply, reply)
+        task = asyncio.create_task(self._finish(msg.reply, reply, hold))
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+
+    async def _finish(self, reply_to: str, reply: bytes, hold: PlacementHeld | None) -> None:
+        try:
+            if hold is not None:
+                await record_hold(self.bus, hold)
+            if reply_to:
+                await self.bus.nc.publish(reply_to, reply)
+        except Exception as e:  # noqa: BLE001 - not recorded means not answered: admission asks again
+            self.log.warning("answer not recorded; not replying", error=repr(e))
 
 
 async def main(bus: Bus, config: Config, settings: TasSettings | None = None) -> None:

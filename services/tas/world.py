@@ -80,6 +80,7 @@ class World:
         self.topologies: dict[str, tuple[str, ...]] = {}
         self.flavors: dict[str, ResourceFlavor] = {}
         self.node_labels: dict[str, dict[str, str]] = {}
+        self.by_hostname: dict[str, dict[str, str]] = {}  # kubernetes.io/hostname value -> node labels
         self.confirmed: dict[str, _Confirmed] = {}  # "ns/name" -> what its status holds
         self.handed_out: dict[str, PlacementHeld] = {}  # "ns/name" -> our unconfirmed answer
         self.solves = 0
@@ -133,12 +134,16 @@ class World:
         self._reapply_holds()
 
     def _node(self, name: str, node: Node | None) -> None:
+        old = self.node_labels.pop(name, None)
+        if old is not None and HOSTNAME_LABEL in old:
+            self.by_hostname.pop(old[HOSTNAME_LABEL], None)
         if node is None:
-            self.node_labels.pop(name, None)
             self.solver.remove_node(name)
             return
-        known = name in self.node_labels
-        self.node_labels[name] = dict(node.metadata.labels)
+        known = old is not None
+        self.node_labels[name] = labels = dict(node.metadata.labels)
+        if HOSTNAME_LABEL in labels:
+            self.by_hostname[labels[HOSTNAME_LABEL]] = labels
         self.solver.upsert_node(node_info(node))
         if not known:
             self._reapply_holds()  # a hostname-only assignment may name this node
@@ -203,9 +208,9 @@ class World:
         if tuple(levels) == full:
             return values
         if tuple(levels) == (HOSTNAME_LABEL,) and full and full[-1] == HOSTNAME_LABEL:
-            for labels in self.node_labels.values():
-                if labels.get(HOSTNAME_LABEL) == values[0]:
-                    return tuple(labels.get(lv, "") for lv in full)
+            labels = self.by_hostname.get(values[0])
+            if labels is not None:
+                return tuple(labels.get(lv, "") for lv in full)
         return None
 
     def _apply(self, key: str) -> None:

@@ -201,6 +201,8 @@ class Cycle:
         if not asks:
             return True
         fp = tas.fingerprint(asks)
+        if p.placements.stale(info.key, self.now):
+            p.placements.consume(info.key)
         req = p.placements.current(info.key, fp)
         answer = p.placements.answer_to(req) if req is not None else None
         if req is None:

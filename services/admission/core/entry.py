@@ -26,7 +26,10 @@ RequeueReason = Literal[
     "", "NamespaceMismatch", "NoFit", "PreemptionNoCandidates", "PendingPreemption", "FailedAfterNomination",
     "WaitingForTopology",
 ]
-IMMEDIATE_BEST_EFFORT: frozenset[RequeueReason] = frozenset({"FailedAfterNomination", "PendingPreemption"})
+# WaitingForTopology stays at the head and stalls its queue until the solver answers: the heads
+# behind it must not be asked about (and handed capacity) on quota the head is about to take.
+IMMEDIATE_BEST_EFFORT: frozenset[RequeueReason] = frozenset(
+    {"FailedAfterNomination", "PendingPreemption", "WaitingForTopology"})
 
 
 class Entry:

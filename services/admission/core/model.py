@@ -253,6 +253,7 @@ class PlacementAnswer(_Rec, frozen=True, kw_only=True):
     victims: tuple[str, ...] = ()  # namespace/name: placed only once these are preempted
     reason: str = ""
     message: str = ""
+    at: float = 0.0  # when it came (the caller's clock): an old placement is asked for again
 
 
 class Deleted(_Rec, frozen=True, kw_only=True):

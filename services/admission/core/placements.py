@@ -23,6 +23,9 @@ from .runtime import ClusterQueueRuntime
 from .workloads import PendingInfo, ReservedInfo
 
 
+ANSWER_TTL_S = 10.0  # well within the solver's hold (30 s by default)
+
+
 class PlacementBook:
     """One outstanding question per workload, and its answer once it came."""
 
@@ -39,6 +42,11 @@ class PlacementBook:
     def answer_to(self, req: PlacementRequest) -> PlacementAnswer | None:
         a = self.answers.get(req.workload)
         return a if a is not None and a.request_id == req.id else None
+
+    def stale(self, key: str, now: float) -> bool:
+        """An answer kept too long: the solver's hold on it may have lapsed, ask again."""
+        a = self.answers.get(key)
+        return a is not None and a.placed and now - a.at > ANSWER_TTL_S
 
     def ask(self, req_without_id: PlacementRequest) -> PlacementRequest:
         n = self._attempts.get(req_without_id.workload, 0) + 1

@@ -209,8 +209,8 @@ class Partition:
         uids = {k: r.uid for k, r in self.state.reserved.items()}
         return [(req, solve_request(self.cluster, req, uids)) for req in asks]
 
-    def answer(self, req: PlacementRequest, reply: SolveReply) -> None:
-        self.state.apply(placement_answer(req, reply))
+    def answer(self, req: PlacementRequest, reply: SolveReply, now: float) -> None:
+        self.state.apply(placement_answer(req, reply, now))
 
     def has_due(self, now: float) -> bool:
         """Held pending conditions are due: plan (with no results) to send them."""

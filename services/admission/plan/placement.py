@@ -29,10 +29,10 @@ def solve_request(cluster: str, req: PlacementRequest, uids: dict[str, str]) -> 
                         candidates=candidates)
 
 
-def placement_answer(req: PlacementRequest, reply: SolveReply) -> PlacementAnswer:
+def placement_answer(req: PlacementRequest, reply: SolveReply, now: float) -> PlacementAnswer:
     return PlacementAnswer(
         workload=req.workload, uid=req.uid, request_id=req.id, placed=reply.placed,
         topology={p.name: p.topology_assignment for p in reply.pod_sets},
         victims=tuple(f"{v.namespace}/{v.name}" for v in reply.victims),
-        reason=reply.reason, message=reply.message,
+        reason=reply.reason, message=reply.message, at=now,
     )
