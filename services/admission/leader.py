@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import msgspec
+import nats
 import nats.errors
 from nats.js.errors import NotFoundError
 
@@ -85,6 +86,18 @@ class LeaderTerm:
         self.inputs.changed.set()
 
     async def run(self) -> None:
+        # Placement requests go on a connection of their own: a reply must not queue behind the
+        # mirror's replay batches on the shared socket (it is on every admission's path).
+        self._solve_nc = await nats.connect(self.bus.config.url, name=f"{self.bus.name}-{self.bus.instance}-tas",
+                                            max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+        try:
+            await self._run()
+        finally:
+            for task in list(self._asking):
+                task.cancel()
+            await self._solve_nc.close()
+
+    async def _run(self) -> None:
         outcomes = self.bus.replay(subjects.EVENTS_STREAM, [subjects.outcome_subject(WRITER, c) for c in self.clusters],
                                    self.inputs.on_outcome, deliver="last_per_subject")
         mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters), self.inputs.on_object,
@@ -195,7 +208,7 @@ class LeaderTerm:
         while p.state.placement_outstanding(req.workload, req.id):
             t0 = time.monotonic()
             try:
-                msg = await self.bus.nc.request(subjects.TAS_SOLVE, data, timeout=self.settings.solve_timeout_s)
+                msg = await self._solve_nc.request(subjects.TAS_SOLVE, data, timeout=self.settings.solve_timeout_s)
                 reply = reply_decoder.decode(msg.data)
             except (nats.errors.Error, msgspec.DecodeError, msgspec.ValidationError) as e:
                 self.log.warning("topology solver did not answer; asking again", workload=req.workload,

@@ -22,12 +22,15 @@ from kq.placement import (
     hold_subject,
     request_decoder,
 )
-from kq.runtime import Bus, Delivery, PermanentError
+from nats.js import JetStreamContext
+
+from kq.runtime import Delivery, PermanentError
 from services.tas.world import NEEDED_KINDS, World
 
 __all__ = ["NEEDED_KINDS", "SolverInputs", "solve", "record_hold"]
 
 _SYNC_PREFIX = f"{subjects.PREFIX}.sync."
+MSG_ID_HEADER = "Nats-Msg-Id"
 
 
 class SolverInputs:
@@ -80,7 +83,7 @@ def solve(inputs: SolverInputs, data: bytes, now: float) -> tuple[bytes, Placeme
     return encoder.encode(reply), hold
 
 
-async def record_hold(bus: Bus, hold: PlacementHeld) -> None:
+async def record_hold(js: JetStreamContext, hold: PlacementHeld, timeout_s: float) -> None:
     """The hold on the log before the reply: a replacement replica rebuilds it (deduplicated by id)."""
-    await bus.publish(hold_subject(hold.cluster, hold.namespace, hold.name), encoder.encode(hold),
-                      msg_id=f"hold.{hold.request_id}")
+    await js.publish(hold_subject(hold.cluster, hold.namespace, hold.name), encoder.encode(hold),
+                     headers={MSG_ID_HEADER: f"hold.{hold.request_id}"}, timeout=timeout_s)

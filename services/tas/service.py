@@ -20,6 +20,7 @@ import socket
 import time
 
 import msgspec
+import nats
 
 from kq import subjects
 from kq.config import Config, ConfigError
@@ -38,6 +39,7 @@ class TasSettings(msgspec.Struct, frozen=True, kw_only=True):
     restart_backoff_s: float = 0.5
     restart_backoff_max_s: float = 10.0
     replay_batch: int = 1000
+    publish_timeout_s: float = 5.0  # a hold record's PubAck
 
 
 def mirror_filters(clusters: tuple[str, ...]) -> list[str]:
@@ -71,12 +73,15 @@ class SolverTerm:
             await self.inputs.synced.wait()
             self.log.info("state rebuilt", objects=mirror.handled, holds=holds.handled,
                           seconds=round(time.monotonic() - t0, 3))
-            sub = await self.bus.nc.subscribe(subjects.TAS_SOLVE, queue="tas", cb=self._on_solve)
+            # Requests and replies on a connection of their own, not behind the mirror's batches.
+            self._nc = await nats.connect(self.bus.config.url, name=f"tas-{self.bus.instance}-solve",
+                                          max_reconnect_attempts=-1, reconnect_time_wait=0.5)
             try:
+                await self._nc.subscribe(subjects.TAS_SOLVE, queue="tas", cb=self._on_solve)
                 self.bus.mark_ready()
                 await asyncio.Event().wait()  # until the lease code cancels the term
             finally:
-                await sub.unsubscribe()
+                await self._nc.close()
 
     async def _on_solve(self, msg) -> None:  # type: ignore[no-untyped-def]
         """Solve in arrival order (synchronously: each answer sees the holds of the one before),
@@ -93,9 +98,9 @@ class SolverTerm:
     async def _finish(self, reply_to: str, reply: bytes, hold: PlacementHeld | None) -> None:
         try:
             if hold is not None:
-                await record_hold(self.bus, hold)
+                await record_hold(self._nc.jetstream(), hold, self.settings.publish_timeout_s)
             if reply_to:
-                await self.bus.nc.publish(reply_to, reply)
+                await self._nc.publish(reply_to, reply)
         except Exception as e:  # noqa: BLE001 - not recorded means not answered: admission asks again
             self.log.warning("answer not recorded; not replying", error=repr(e))
 

@@ -1,4 +1,5 @@
-"""The TAS ungater (shell): releases the topology-gated pods of admitted workloads onto their domains.
+"""The TAS ungater (shell): releases the topology-gated pods of admitted workloads onto their domains,
+and records failed nodes in the status of the admitted workloads placed on them.
 
 Pods of a TAS workload are created with the `kueue.x-k8s.io/topology` scheduling gate and the
 `kueue.x-k8s.io/workload` annotation (see core/job_pods.py). For each such workload the ungater
@@ -19,10 +20,12 @@ from kq.api.kueue import Workload
 from kq.kube import Conflict, KubeClient, KubeError, NotFound
 from kq.obs import get_logger
 from services.watcher.core.job_pods import JOB_COMPLETION_INDEX_ANNOTATION, PODSET_LABEL
+from services.watcher.core.node_failures import HOSTNAME_LABEL, node_failed, unhealthy_patch, uses_node
 from services.watcher.core.ungate import Ungate, is_topology_gated, plan_ungates
 from services.watcher.objects import ClusterObjects
 
 WlKey = tuple[str, str]  # (namespace, workload name)
+_NODES: WlKey = ("", "")  # queue item: record node failures
 
 
 def _workload_of(pod: Pod) -> WlKey | None:
@@ -39,6 +42,7 @@ class TopologyUngater:
         self._queue: asyncio.Queue[WlKey] = asyncio.Queue()
         self._queued: set[WlKey] = set()
         self.ungated = 0
+        self._failed: list[tuple[str, str]] = []  # (node name, hostname label) of failed nodes to record
         self.log = get_logger("kq.watcher.ungater", cluster=objects.cluster)
 
     def on_change(self, kind: str, old: Any, new: Any) -> None:
@@ -60,6 +64,32 @@ class TopologyUngater:
             key = (new.metadata.namespace, new.metadata.name)
             if key in self._pods:
                 self.mark(key)
+        elif kind == "node":
+            node = new if new is not None else old
+            if node is not None and node_failed(new):
+                self._failed.append((node.metadata.name, node.metadata.labels.get(HOSTNAME_LABEL, node.metadata.name)))
+                self._queue.put_nowait(_NODES)
+
+    async def _record_failures(self) -> None:
+        """Record each failed node in the status of the admitted TAS workloads placed on it."""
+        failed, self._failed = self._failed, []
+        for name, hostname in failed:
+            for wl in self.objects.all("workload"):
+                if not uses_node(wl, name, hostname):
+                    continue
+                patch = unhealthy_patch(wl, name)
+                if patch is None:
+                    continue
+                try:
+                    await self.client.patch("workload", wl.metadata.namespace, wl.metadata.name, patch,
+                                            patch_type="merge", subresource="status")
+                    self.log.info("node failure recorded", workload=f"{wl.metadata.namespace}/{wl.metadata.name}",
+                                  node=name)
+                except NotFound:
+                    continue
+                except Conflict:
+                    self._failed.append((name, hostname))  # the workload moved: look again
+                    asyncio.get_running_loop().call_later(self.retry_s, self._queue.put_nowait, _NODES)
 
     def mark(self, key: WlKey) -> None:
         if key not in self._queued:
@@ -69,6 +99,13 @@ class TopologyUngater:
     async def run(self) -> None:
         while True:
             key = await self._queue.get()
+            if key == _NODES:
+                try:
+                    await self._record_failures()
+                except KubeError as e:
+                    self.log.warning("recording a node failure interrupted; will retry", error=str(e))
+                    asyncio.get_running_loop().call_later(self.retry_s, self._queue.put_nowait, _NODES)
+                continue
             self._queued.discard(key)
             try:
                 again = await self._release(key)

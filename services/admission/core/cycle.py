@@ -211,8 +211,13 @@ class Cycle:
                 id="", workload=info.key, uid=info.uid, cluster_queue=e.cq.name, fingerprint=fp,
                 pod_sets=tuple(asks), candidates=tas.candidates(info, e.cq, reserved, p.tree.cqs)))
         if answer is None:
-            e.message = "Waiting for the topology-aware placement of its pod sets"
-            e.reason, e.requeue_reason = "Pending", "WaitingForTopology"
+            # Assume the admission now (its quota is taken while the solver answers, so the heads
+            # behind it are asked about in parallel on what is left); the answer completes it.
+            d = self._decision(e)
+            ws.assume(p, d)
+            self.snap.fresh.add(info.key)
+            e.state = EntryState.ASSUMED
+            p.placements.provisional[info.key] = d
             return False
         p.placements.consume(info.key)
         if not answer.placed:
@@ -276,6 +281,13 @@ class Cycle:
         e.info.last_assignment = None
 
     def _admit(self, e: Entry) -> None:
+        d = self._decision(e)
+        ws.assume(self.p, d)
+        self.snap.fresh.add(d.workload)
+        e.state = EntryState.ASSUMED
+        self.admissions.append(d)
+
+    def _decision(self, e: Entry) -> AdmissionDecision:
         p, cq, a, w = self.p, e.cq, e.assignment, e.info.wl
         assert a is not None
         pod_sets = a.to_pod_set_assignments()
@@ -283,7 +295,7 @@ class Cycle:
             pod_sets = tuple(msgspec.structs.replace(ps, topology_assignment=e.topology.get(ps.name))
                              for ps in pod_sets)
         checks = cq.checks_for({f for p in pod_sets for f in p.flavors.values()})
-        d = AdmissionDecision(
+        return AdmissionDecision(
             id=p.ids.next("reserve", w.uid, w.resource_version),
             workload=w.key,
             uid=w.uid,
@@ -295,10 +307,6 @@ class Cycle:
             admitted=not checks,
             message=f"Quota reserved in ClusterQueue {cq.name}",
         )
-        ws.assume(p, d)
-        self.snap.fresh.add(w.key)
-        e.state = EntryState.ASSUMED
-        self.admissions.append(d)
 
     # --- phase 6 ------------------------------------------------------------------------------
 
@@ -385,6 +393,7 @@ def run_cycle(p: Parts, now: float, report_status: bool = True) -> CycleResult:
         cycle.snap.end_cycle()
         cycle.requeue(entries + inadmissible)
         admissions, preemptions = tuple(cycle.admissions), tuple(cycle.preemptions)
+    admissions = tuple(p.placements.take_ready()) + admissions  # placed since the last cycle
     pending = p.reporter.take_pending()
     evictions, deactivations, checks_ready = p.ledger.take()
     cq_status, lq_status = changed_statuses(p) if report_status else ((), ())

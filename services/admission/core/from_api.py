@@ -371,6 +371,7 @@ def workload(obj: api.Workload) -> Workload:
         admission_checks=tuple(
             AdmissionCheckState(name=c.name, state=c.state, message=c.message) for c in status.admission_checks
         ),
+        unhealthy_nodes=tuple(n.name for n in status.unhealthy_nodes),
     )
 
 

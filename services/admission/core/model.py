@@ -217,6 +217,7 @@ class Workload(_Rec, frozen=True, kw_only=True):
     evicted_time: float | None = None
     requeue_at: float | None = None  # status.requeueState.requeueAt: not before this time
     admission_checks: tuple[AdmissionCheckState, ...] = ()
+    unhealthy_nodes: tuple[str, ...] = ()  # TAS: failed nodes its placement uses (status.unhealthyNodes)
 
     @property
     def key(self) -> str:

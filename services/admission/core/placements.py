@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from .decisions import PlacementRequest, PodSetAsk
+from .decisions import AdmissionDecision, PlacementRequest, PodSetAsk
 from .model import PlacementAnswer, PodSet, ResourceFlavor
 from .preemption import candidate_order, satisfies_policy
 from .runtime import ClusterQueueRuntime
@@ -34,6 +34,8 @@ class PlacementBook:
         self.answers: dict[str, PlacementAnswer] = {}
         self._attempts: dict[str, int] = {}
         self._out: list[PlacementRequest] = []
+        self.provisional: dict[str, AdmissionDecision] = {}  # assumed while the solver answers
+        self._ready: list[AdmissionDecision] = []  # placed: to publish with the next cycle
 
     def current(self, key: str, fingerprint: str) -> PlacementRequest | None:
         req = self.asked.get(key)
@@ -71,13 +73,21 @@ class PlacementBook:
     def forget(self, key: str) -> None:
         self.consume(key)
         self._attempts.pop(key, None)
+        self.provisional.pop(key, None)
+
+    def complete(self, d: AdmissionDecision) -> None:
+        self._ready.append(d)
+
+    def take_ready(self) -> list[AdmissionDecision]:
+        out, self._ready = self._ready, []
+        return out
 
     def take(self) -> list[PlacementRequest]:
         out, self._out = self._out, []
         return out
 
     def has_output(self) -> bool:
-        return bool(self._out)
+        return bool(self._out or self._ready)
 
 
 def _kueue_amounts(requests: dict[str, int]) -> dict[str, int]:

@@ -403,6 +403,18 @@ def apply_placement_answer(p: Parts, a: PlacementAnswer) -> None:
     """The topology solver answered: bring the workload back to its queue's head to act on it."""
     if not p.placements.accept(a):
         return
+    d = p.placements.provisional.pop(a.workload, None)
+    if d is not None:
+        if p.book.assumed(a.workload) and a.placed and not a.victims:
+            pod_sets = tuple(msgspec.structs.replace(ps, topology_assignment=a.topology.get(ps.name))
+                             for ps in d.pod_sets)
+            done = msgspec.structs.replace(d, pod_sets=pod_sets)
+            info_r = p.book.reserved[a.workload]
+            info_r.admission = msgspec.structs.replace(info_r.admission, pod_sets=pod_sets)
+            p.placements.consume(a.workload)
+            p.placements.complete(done)
+            return
+        forget(p, a.workload)  # not placed (or only after preemptions): back to its queue with the answer
     info = p.book.pending.get(a.workload)
     if info is None:
         p.placements.forget(a.workload)
