@@ -121,6 +121,7 @@ class World:
 
     def _sync_flavors(self) -> None:
         """Each TAS flavor whose Topology exists has a capacity tree; the others have none."""
+        self._release_holds()
         wanted = {}
         for name, f in self.flavors.items():
             levels = self.topologies.get(f.spec.topology_name or "")
@@ -141,12 +142,14 @@ class World:
             self.solver.remove_node(name)
             return
         known = old is not None
+        if not known:
+            self._release_holds()  # a new leaf: holds naming it are applied again below, exactly once
         self.node_labels[name] = labels = dict(node.metadata.labels)
         if HOSTNAME_LABEL in labels:
             self.by_hostname[labels[HOSTNAME_LABEL]] = labels
         self.solver.upsert_node(node_info(node))
         if not known:
-            self._reapply_holds()  # a hostname-only assignment may name this node
+            self._reapply_holds()
 
     def _pod(self, ns: str, name: str, pod: Pod | None) -> None:
         """Every bound, running pod takes capacity from its node; a TAS pod only while its
@@ -233,6 +236,12 @@ class World:
                 for d in h.domains))
             return
         self.solver.release(key)
+
+    def _release_holds(self) -> None:
+        """Take every hold out while the tree's shape changes (a hold counts only the leaves that
+        existed when it was applied, so it must come out under the same shape)."""
+        for key in sorted(set(self.confirmed) | set(self.handed_out)):
+            self.solver.release(key)
 
     def _reapply_holds(self) -> None:
         for key in sorted(set(self.confirmed) | set(self.handed_out)):

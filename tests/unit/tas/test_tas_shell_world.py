@@ -118,3 +118,23 @@ def test_not_ready_nodes_are_skipped() -> None:
     assert domains(reply) == [(("x2",), 1), (("x3",), 1)]
     reply, _ = w.solve(request("b", 2, required=LEVELS[1]), now=1.0)
     assert not reply.placed
+
+
+def test_a_hold_replayed_before_its_nodes_still_counts_once_they_come() -> None:
+    first = world()
+    _, held = first.solve(request("a", 2, required=LEVELS[1]), now=100.0)
+    assert held is not None
+    w = World("manager", hold_ttl_s=30.0)
+    w.apply_hold(held, now=100.5)  # the log's hold records come before the mirror
+    fresh = world()  # the same objects without the hold: b would get b1/r2
+    w.apply_record(rec("topology", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+                                    "metadata": {"name": "dc"},
+                                    "spec": {"levels": [{"nodeLabel": lv} for lv in LEVELS]}}))
+    w.apply_record(rec("resourceflavor", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                                          "metadata": {"name": "tas-flavor"},
+                                          "spec": {"nodeLabels": {"tas": "yes"}, "topologyName": "dc"}}))
+    for n in (node("x1", "b1", "r1"), node("x2", "b1", "r2"), node("x3", "b1", "r2"), node("x4", "b2", "r1", "2")):
+        w.apply_record(rec("node", n))
+    reply, _ = w.solve(request("b", 2, required=LEVELS[1]), now=101.0)
+    assert domains(reply) == [(("x4",), 2)]  # b1/r2 is still held for a
+    assert domains(fresh.solve(request("b", 2, required=LEVELS[1]), now=101.0)[0]) == [(("x2",), 1), (("x3",), 1)]
