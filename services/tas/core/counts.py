@@ -12,7 +12,7 @@ from __future__ import annotations
 from services.tas.core.tree import CapacityTree
 from services.tas.core.views import Shape, SliceCounts, count_in
 
-__all__ = ["POD", "POD_WL", "SLC", "SLC_WL", "LEADER", "Source", "FastCounts", "FullCounts", "State"]
+__all__ = ["POD", "POD_WL", "SLC", "SLC_WL", "LEADER", "Source", "FastCounts", "FullCounts", "GroupCounts", "State"]
 
 POD, POD_WL, SLC, SLC_WL, LEADER = range(5)
 
@@ -22,6 +22,10 @@ class Source:
 
     def get(self, d: int) -> list[int]:
         raise NotImplementedError
+
+    def peek(self, d: int) -> list[int]:
+        """Like get, but may return the source's own list: read only."""
+        return self.get(d)
 
 
 class FastCounts(Source):
@@ -51,29 +55,39 @@ class FullCounts(Source):
     ) -> None:
         """`restrict`: only leaves under that domain; `exclude`: nodes not to use."""
         self.tree = tree
+        self.shape = shape
+        self.slice_level = slice_level
+        self.slice_size = slice_size
+        self.leader = leader
+        self.restrict = restrict
+        self.exclude = exclude
         n = len(tree.dvalues)
         self.state = [[0, 0, 0, 0, 0] for _ in range(n)]
         for leaf in tree.by_level[tree.last].values():
-            st = self.state[leaf]
-            if restrict is not None and tree.ancestor_at(leaf, tree.dlevel[restrict]) != restrict:
-                continue
-            free = tree.leaf_free(leaf, shape, exclude)
-            st[POD] = count_in(free, shape.requests)
-            if leader is not None and count_in(free, leader) > 0:
-                st[LEADER] = 1
-                free = dict(free)
-                for r, v in leader:
-                    free[r] = free.get(r, 0) - v
-            st[POD_WL] = count_in(free, shape.requests)
-            if tree.last == slice_level:
-                st[SLC] = st[POD] // slice_size
-                st[SLC_WL] = st[POD_WL] // slice_size
-        leader_required = leader is not None
+            self._leaf(leaf)
         for lv in range(tree.last - 1, -1, -1):
             for d in tree.by_level[lv].values():
-                self._parent(d, lv, slice_level, slice_size, leader_required)
+                self._parent(d, lv)
 
-    def _parent(self, d: int, level: int, slice_level: int, slice_size: int, leader_required: bool) -> None:
+    def _leaf(self, leaf: int) -> None:
+        tree = self.tree
+        st = self.state[leaf]
+        st[:] = [0, 0, 0, 0, 0]
+        if self.restrict is not None and tree.ancestor_at(leaf, tree.dlevel[self.restrict]) != self.restrict:
+            return
+        free = tree.leaf_free(leaf, self.shape, self.exclude)
+        st[POD] = count_in(free, self.shape.requests)
+        if self.leader is not None and count_in(free, self.leader) > 0:
+            st[LEADER] = 1
+            for r, v in self.leader:
+                free[r] = free.get(r, 0) - v
+        st[POD_WL] = count_in(free, self.shape.requests)
+        if tree.last == self.slice_level:
+            st[SLC] = st[POD] // self.slice_size
+            st[SLC_WL] = st[POD_WL] // self.slice_size
+
+    def _parent(self, d: int, level: int) -> None:
+        slice_level, slice_size, leader_required = self.slice_level, self.slice_size, self.leader is not None
         st = self.state[d]
         pods = slices = leaders = 0
         contributes = False
@@ -100,6 +114,37 @@ class FullCounts(Source):
     def get(self, d: int) -> list[int]:
         return list(self.state[d])
 
+    def peek(self, d: int) -> list[int]:
+        return self.state[d]
+
+
+class GroupCounts(FullCounts):
+    """FullCounts for a leader + workers shape, kept current like the views: a changed leaf
+    recomputes itself and its ancestors (each from its children), nothing else."""
+
+    def __init__(self, tree: CapacityTree, shape: Shape, slice_level: int, slice_size: int,
+                 leader: tuple[tuple[str, int], ...]) -> None:
+        super().__init__(tree, shape, slice_level, slice_size, leader)
+        self.pending: set[int] = set()
+
+    def add_domain(self, d: int) -> None:
+        self.state.append([0, 0, 0, 0, 0])
+
+    def catch_up(self) -> None:
+        if not self.pending:
+            return
+        tree = self.tree
+        parents: set[int] = set()
+        for leaf in self.pending:
+            self._leaf(leaf)
+            d = tree.dparent[leaf]
+            while d >= 0:
+                parents.add(d)
+                d = tree.dparent[d]
+        self.pending.clear()
+        for d in sorted(parents, key=lambda x: -tree.dlevel[x]):  # children before parents
+            self._parent(d, tree.dlevel[d])
+
 
 class State:
     """Domain states for one placement: copied from the source on first touch."""
@@ -107,6 +152,15 @@ class State:
     def __init__(self, src: Source) -> None:
         self.src = src
         self._local: dict[int, list[int]] = {}
+
+    def touched(self) -> bool:
+        """Whether this placement changed any domain's counts yet."""
+        return bool(self._local)
+
+    def peek(self, d: int) -> list[int]:
+        """Read-only view of a domain's counts (local changes included)."""
+        st = self._local.get(d)
+        return st if st is not None else self.src.peek(d)
 
     def __call__(self, d: int) -> list[int]:
         st = self._local.get(d)

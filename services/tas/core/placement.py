@@ -21,7 +21,7 @@ _BIG = 1 << 62
 
 
 class Params(NamedTuple):
-    count: int  # worker pods
+    pods: int  # worker pods
     slice_size: int
     level: int  # requested level
     slice_level: int
@@ -33,6 +33,7 @@ class Params(NamedTuple):
 class NoFit(NamedTuple):
     fitted: int  # slices (or leaders) that fit
     wanted: int
+    empty_level: int | None = None  # the level has no domain at all
 
 
 class Assignment(NamedTuple):
@@ -45,11 +46,11 @@ def find_assignment(tree: CapacityTree, state: State, p: Params) -> Assignment |
     if isinstance(found, NoFit):
         return found
     fit_level, fit = found
-    fit = _minimum(state, tree, fit, p.count, p.leader_count, p.slice_size, p.least_free, True)
+    fit = _minimum(state, tree, fit, p.pods, p.leader_count, p.slice_size, p.least_free, True)
     cur = fit_level
     while cur < min(tree.last, p.slice_level):
         lower = [c for d in fit for c in tree.dchildren[d]]
-        fit = _minimum(state, tree, _sorted(tree, state, lower, p.least_free), p.count, p.leader_count,
+        fit = _minimum(state, tree, _sorted(tree, state, lower, p.least_free), p.pods, p.leader_count,
                        p.slice_size, p.least_free, True)
         cur += 1
     while cur < tree.last:
@@ -99,39 +100,41 @@ def _find_level(tree: CapacityTree, state: State, p: Params, level: int) -> tupl
         return _find_level_fast(tree, state, p, level)
     domains = list(tree.by_level[level].values())
     if not domains:
-        return NoFit(0, p.count // p.slice_size)
-    ordered = _sorted_with_leader(tree, state, domains, p.least_free)
-    top = ordered[0]
-    wanted = p.count // p.slice_size
-    if not p.least_free and state(top)[SLC_WL] >= wanted and state(top)[LEADER] >= p.leader_count:
-        top = _best_fit(state, ordered, wanted, SLC_WL if p.leader_count else SLC, p.leader_count)
-    if p.least_free:
-        for d in ordered:
-            st = state(d)
-            cap = st[SLC]
-            if p.leader_count > 0:
-                if st[LEADER] < p.leader_count:
-                    continue
-                cap = st[SLC_WL]
-            if cap >= wanted:
-                return level, [d]
-        if p.required:
-            return NoFit(state(ordered[-1])[POD], wanted)
-    top_st = state(top)
-    if top_st[SLC_WL] >= wanted and top_st[LEADER] >= p.leader_count:
-        return level, [top]
+        return NoFit(0, p.pods // p.slice_size, level)
+    # Kueue sorts the level (sortedDomainsWithLeader) and scans it. The same picks as minima,
+    # no sort: the first domain of that order fits exactly when some domain fits.
+    src_rows = getattr(state.src, "state", None)
+    rows: list[list[int]] | dict[int, list[int]] = (
+        src_rows if src_rows is not None and not state.touched() else {d: state.peek(d) for d in domains})
+    values, sign = tree.dvalues, (1 if p.least_free else -1)
+
+    def order(d: int) -> tuple[int, int, int, tuple[str, ...]]:
+        st = rows[d]
+        return (-st[LEADER], sign * st[SLC_WL], st[POD_WL], values[d])
+
+    wanted = p.pods // p.slice_size
+    lc = p.leader_count
+    field = SLC_WL if lc else SLC
+    fitting = [d for d in domains if rows[d][LEADER] >= lc and rows[d][field] >= wanted]
+    if fitting:
+        if p.least_free:
+            return level, [min(fitting, key=order)]
+        tightest = min(rows[d][field] for d in fitting)
+        return level, [min((d for d in fitting if rows[d][field] == tightest), key=order)]
     if p.required:
-        return NoFit(top_st[SLC], wanted)
+        if p.least_free:
+            return NoFit(rows[max(domains, key=order)][POD], wanted)
+        return NoFit(rows[min(domains, key=order)][SLC], wanted)
     if level > 0 and not p.least_free:
         return _find_level(tree, state, p, level - 1)
-    return _spread(tree, state, p, level, ordered, wanted)
+    return _spread(tree, state, p, level, _sorted_with_leader(tree, state, domains, p.least_free), wanted)
 
 
 def _spread(tree: CapacityTree, state: State, p: Params, level: int, ordered: list[int],
             wanted: int) -> tuple[int, list[int]] | NoFit:
     results: list[int] = []
     remaining, remaining_leaders = wanted, p.leader_count
-    ordered = _prioritize_leader(state, ordered, p.count, p.leader_count, p.slice_size, True)
+    ordered = _prioritize_leader(state, ordered, p.pods, p.leader_count, p.slice_size, True)
     idx = 0
     while remaining_leaders > 0 and idx < len(ordered) and state(ordered[idx])[LEADER] > 0:
         d = ordered[idx]
@@ -161,15 +164,15 @@ def _find_level_fast(tree: CapacityTree, state: State, p: Params, level: int) ->
     """_find_level without leaders, by bisection in the view's sorted index."""
     agg = state.src.fast
     assert agg is not None
-    wanted = p.count // p.slice_size
+    wanted = p.pods // p.slice_size
     if not tree.by_level[level]:
-        return NoFit(0, wanted)
+        return NoFit(0, wanted, level)
     if p.least_free:
         d = agg.first_at_least(level, wanted)
         if d is not None:
             return level, [d]
         if p.required:
-            return NoFit(state(agg.index[level][-1][3])[POD], wanted)
+            return NoFit(state(agg.last(level))[POD], wanted)
         results: list[int] = []
         remaining = wanted
         for d in agg.ascending_from(level, 1):

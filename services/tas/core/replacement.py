@@ -38,9 +38,10 @@ def replace_node(solver: TasSolver, workload: str, ps: PodSetRequest,
     kept = [h for h in mine if h.values[-1] != node]
     current = tuple(TopologyDomain(h.values, h.count) for h in kept)
     if lost == 0:
-        return solver._result(tree, ps, [(tree.by_level[tree.last][d.values], d.count) for d in current]), ()
+        return solver.pod_set_placement(tree, ps, [(tree.by_level[tree.last][d.values], d.count) for d in current]), ()
     for h in kept:
-        if tree.leaf_of(h.values) is None or h.values[-1] not in tree.nodes:
+        leaf = tree.leaf_of(h.values)
+        if leaf is None or not tree.leaf_nodes.get(leaf):
             return _fail(tree.flavor.name, ps, "Cannot replace the node, because the existing topologyAssignment is "
                          f"invalid, as it contains the stale domain {h.values[-1]}")
     restrict: int | None = None
@@ -65,7 +66,7 @@ def replace_node(solver: TasSolver, workload: str, ps: PodSetRequest,
                                 tolerations=ps.tolerations, node_selector=ps.node_selector)
         if ps.mode == "required" and ps.level in tree.levels and kept_leaves:
             restrict = tree.ancestor_at(kept_leaves[0], tree.levels.index(ps.level))
-    placed = solver._place_group(tree, [request], restrict=restrict, exclude=frozenset({node}))
+    placed = solver.place_group(tree, [request], restrict=restrict, exclude=frozenset({node}))
     if isinstance(placed, PlacementFailure):
         return _fail(tree.flavor.name, ps, f"cannot find replacement assignment for unhealthy node {node}: "
                      f"{placed.message}")
@@ -74,7 +75,7 @@ def replace_node(solver: TasSolver, workload: str, ps: PodSetRequest,
     for d in (*current, *replacement):
         merged[d.values] = merged.get(d.values, 0) + d.count
     chosen = [(tree.by_level[tree.last][v], n) for v, n in sorted(merged.items())]
-    return solver._result(tree, ps, chosen), replacement
+    return solver.pod_set_placement(tree, ps, chosen), replacement
 
 
 def rehold_pod_set(solver: TasSolver, workload: str, placement: PodSetPlacement, requests: dict[str, int]) -> None:
@@ -84,6 +85,6 @@ def rehold_pod_set(solver: TasSolver, workload: str, placement: PodSetPlacement,
     mine = tuple(HeldPodSet(pod_set=placement.pod_set, values=d.values, count=d.count, requests=requests)
                  for d in placement.domains)
     state = record.state
-    solver.hold(workload, record.flavor, others + mine)
+    solver.assume(workload, record.flavor, others + mine)
     if state == "confirmed":
         solver.confirm(workload)

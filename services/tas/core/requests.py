@@ -1,4 +1,4 @@
-"""From a pod set's request to the placement's parameters, with the user-facing refusals."""
+"""From a pod set's request to the placement's parameters, and the user-facing refusals and "doesn't fit"."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from services.tas.core.placement import Params
 from services.tas.core.tree import CapacityTree
 from services.tas.core.views import Shape
 
-__all__ = ["shape_of", "params_of", "pod_amounts"]
+__all__ = ["shape_of", "params_of", "pod_amounts", "not_fit_message"]
 
 
 def pod_amounts(requests: dict[str, int]) -> dict[str, int]:
@@ -62,7 +62,22 @@ def params_of(tree: CapacityTree, ps: PodSetRequest, leader_count: int) -> Param
         return _fail(tree, ps, "SliceSizeNotDivisor",
                      f"pod set {ps.name}: podset-slice-size {size} does not divide the pod count {ps.count}",
                      slice_key)
-    return Params(count=ps.count, slice_size=size, level=level, slice_level=slice_level,
+    return Params(pods=ps.count, slice_size=size, level=level, slice_level=slice_level,
                   required=ps.mode == "required",
                   least_free=ps.mode in ("unconstrained", "implied", "slices-only"),
                   leader_count=leader_count)
+
+
+def not_fit_message(tree: CapacityTree, shape: Shape, fitted: int, wanted: int, slice_size: int,
+                    required_level: str | None) -> str:
+    unit = "pod" if slice_size == 1 else "slice"
+    if fitted == 0:
+        text = f"topology \"{tree.name}\" doesn't allow to fit any of {wanted} {unit}(s)"
+    else:
+        text = f"topology \"{tree.name}\" allows to fit only {fitted} out of {wanted} {unit}(s)"
+    if required_level is not None:
+        text += f" in one domain of the required level {required_level}"
+    total, reasons = tree.view(shape).exclusions()
+    if reasons:
+        text += f". Total nodes: {total}; excluded: {', '.join(reasons)}"
+    return text

@@ -1,7 +1,7 @@
 """The TAS solver: capacity trees per flavor, held capacity per workload, placements.
 
 One object owns all state; every input is an event (services.tas.core.events) so
-a replica rebuilds the same state by replaying the log. Held capacity: a decision
+a replica rebuilds the same state by replaying the log. Assumed capacity: a decision
 holds what it hands out from `hold` until `release` (confirm only marks it
 admitted); pods of a workload with a hold are not counted again on their nodes.
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from kq.api.topology import TopologyDomain, compact_topology_assignment
-from services.tas.core.counts import FastCounts, FullCounts, Source, State
+from services.tas.core.counts import FastCounts, FullCounts, GroupCounts, Source, State
 from services.tas.core.model import (
     HOSTNAME_LABEL,
     Amounts,
@@ -24,9 +24,8 @@ from services.tas.core.model import (
     PodSetPlacement,
     PodSetRequest,
 )
-from services.tas.core.notfit import not_fit_message
-from services.tas.core.placement import Assignment, NoFit, Params, find_assignment
-from services.tas.core.requests import params_of, pod_amounts, shape_of
+from services.tas.core.placement import NoFit, Params, find_assignment
+from services.tas.core.requests import not_fit_message, params_of, pod_amounts, shape_of
 from services.tas.core.tree import CapacityTree
 
 __all__ = ["TasSolver", "HoldRecord"]
@@ -67,13 +66,25 @@ class TasSolver:
         for node_name, amounts, wl in self.pods.values():
             if wl is None or wl not in self.holds:
                 tree.add_node_usage(node_name, amounts, +1)
+        if old is not None:  # its holds leave the other trees with the old tree
+            for hold in self.holds.values():
+                if hold.flavor == flavor.name:
+                    self._apply_hold(hold, -1)
+        for hold in self.holds.values():  # other flavors' holds on shared nodes
+            if hold.flavor != flavor.name and hold.flavor in self.trees:
+                self._apply_hold(hold, +1, only=tree)
         self.trees[flavor.name] = tree
         for hold in self.holds.values():
             if hold.flavor == flavor.name:
                 self._apply_hold(hold, +1)
 
     def remove_flavor(self, name: str) -> None:
-        self.trees.pop(name, None)
+        if name not in self.trees:
+            return
+        for hold in self.holds.values():
+            if hold.flavor == name:
+                self._apply_hold(hold, -1)
+        del self.trees[name]
 
     def upsert_node(self, node: NodeInfo) -> None:
         self.nodes[node.name] = node
@@ -108,9 +119,15 @@ class TasSolver:
             for tree in self.trees.values():
                 tree.add_node_usage(node, amounts, -1)
 
+    def settle(self) -> None:
+        """Bring every count view up to date now (the shell calls it after non-decision events,
+        so that their cost is paid there rather than by the next placement)."""
+        for tree in self.trees.values():
+            tree.settle()
+
     # --- held capacity ---
 
-    def hold(self, workload: str, flavor: str, pod_sets: tuple[HeldPodSet, ...]) -> None:
+    def assume(self, workload: str, flavor: str, pod_sets: tuple[HeldPodSet, ...]) -> None:
         """Hold what a decision handed out (idempotent: a second hold replaces the first)."""
         if workload in self.holds:
             self.release(workload)
@@ -137,14 +154,20 @@ class TasSolver:
             for tree in self.trees.values():
                 tree.add_node_usage(node, amounts, sign)
 
-    def _apply_hold(self, record: HoldRecord, sign: int) -> None:
+    def _apply_hold(self, record: HoldRecord, sign: int, only: CapacityTree | None = None) -> None:
+        """A hold is capacity used on its flavor's leaves and, when those are nodes, on the same
+        nodes in every other flavor's tree (flavors whose node sets overlap)."""
         tree = self.trees.get(record.flavor)
         if tree is None:
             return
+        others = [only] if only is not None else [t for t in self.trees.values() if t is not tree]
         for ps in record.pod_sets:
-            leaf = tree.leaf_of(ps.values)
-            if leaf is not None:
-                tree.add_held(leaf, _scaled(ps.requests, ps.count), sign)
+            amounts = _scaled(ps.requests, ps.count)
+            if only is None:
+                tree.add_held_at(ps.values, amounts, sign)
+            if tree.host_leaves:
+                for other in others:
+                    other.add_foreign_held(ps.values[-1], amounts, sign)
 
     @staticmethod
     def held_pod_sets(placement: Placement, pod_sets: Sequence[PodSetRequest]) -> tuple[HeldPodSet, ...]:
@@ -176,11 +199,11 @@ class TasSolver:
             for record in reversed(removed):
                 self._apply_hold(record, +1)
 
-    def place_and_hold(self, workload: str, flavor: str,
+    def place_and_assume(self, workload: str, flavor: str,
                        pod_sets: Sequence[PodSetRequest]) -> Placement | PlacementFailure:
         outcome = self.place(flavor, pod_sets)
         if isinstance(outcome, Placement):
-            self.hold(workload, flavor, self.held_pod_sets(outcome, pod_sets))
+            self.assume(workload, flavor, self.held_pod_sets(outcome, pod_sets))
         return outcome
 
     def _place(self, tree: CapacityTree, pod_sets: Sequence[PodSetRequest],
@@ -189,12 +212,15 @@ class TasSolver:
         for i, ps in enumerate(pod_sets):
             groups.setdefault(ps.group if ps.group is not None else f"\x00{i}", []).append(ps)
         out: list[PodSetPlacement] = []
-        for members in groups.values():
-            result = self._place_group(tree, members)
+        last = len(groups) - 1
+        for g, members in enumerate(groups.values()):
+            result = self.place_group(tree, members)
             if isinstance(result, PlacementFailure):
                 return result
-            for placed in result:
-                out.append(placed)
+            out.extend(result)
+            if g == last:
+                break
+            for placed in result:  # later groups see what this one takes (Kueue's assumedUsage)
                 req = next(ps for ps in members if ps.name == placed.pod_set)
                 for d in placed.domains:
                     leaf = tree.leaf_of(d.values)
@@ -206,7 +232,7 @@ class TasSolver:
         out.sort(key=lambda p: order[p.pod_set])
         return Placement(flavor=tree.flavor.name, pod_sets=tuple(out))
 
-    def _place_group(self, tree: CapacityTree, members: list[PodSetRequest],
+    def place_group(self, tree: CapacityTree, members: list[PodSetRequest],
                      restrict: int | None = None, exclude: frozenset[str] = frozenset()) -> list[PodSetPlacement] | PlacementFailure:
         if len(members) > 2:
             return PlacementFailure(flavor=tree.flavor.name, pod_set=members[2].name, kind="InvalidRequest",
@@ -225,30 +251,37 @@ class TasSolver:
         if isinstance(params, PlacementFailure):
             return params
         if workers.count == 0:
-            return [self._result(tree, workers, [])]
+            return [self.pod_set_placement(tree, workers, [])]
         shape = shape_of(workers)
         src: Source
-        if leader is None and not self.reference and restrict is None and not exclude:
+        lead = shape_of(leader).requests if leader is not None else None
+        if self.reference or restrict is not None or exclude:
+            src = FullCounts(tree, shape, params.slice_level, params.slice_size, lead, restrict, exclude)
+        elif lead is None:
             src = FastCounts(tree.view(shape).slice_counts(params.slice_level, params.slice_size))
         else:
-            lead = shape_of(leader).requests if leader is not None else None
-            src = FullCounts(tree, shape, params.slice_level, params.slice_size, lead, restrict, exclude)
+            key = ("group", shape, lead, params.slice_level, params.slice_size)
+            src = tree.cached(key, lambda: GroupCounts(tree, shape, params.slice_level, params.slice_size, lead))
         found = find_assignment(tree, State(src), params)
         if isinstance(found, NoFit):
             return self._no_fit(tree, workers, params, found)
-        placed = [self._result(tree, workers, found.workers)]
+        placed = [self.pod_set_placement(tree, workers, found.workers)]
         if leader is not None:
-            placed.append(self._result(tree, leader, found.leaders))
+            placed.append(self.pod_set_placement(tree, leader, found.leaders))
         return placed
 
     def _no_fit(self, tree: CapacityTree, ps: PodSetRequest, params: Params, nf: NoFit) -> PlacementFailure:
+        if nf.empty_level is not None:
+            return PlacementFailure(flavor=tree.flavor.name, pod_set=ps.name, kind="NoFit",
+                                    message=f"no topology domains at level: {tree.levels[nf.empty_level]}",
+                                    level=tree.levels[nf.empty_level])
         level = tree.levels[params.level] if params.required else None
         message = not_fit_message(tree, shape_of(ps), nf.fitted, nf.wanted, params.slice_size, level)
         return PlacementFailure(flavor=tree.flavor.name, pod_set=ps.name, kind="NoFit", message=message,
                                 level=tree.levels[params.level])
 
     @staticmethod
-    def _result(tree: CapacityTree, ps: PodSetRequest, chosen: list[tuple[int, int]]) -> PodSetPlacement:
+    def pod_set_placement(tree: CapacityTree, ps: PodSetRequest, chosen: list[tuple[int, int]]) -> PodSetPlacement:
         domains = tuple(TopologyDomain(tree.dvalues[d], n) for d, n in chosen)
         if tree.host_leaves:
             compact = compact_topology_assignment(

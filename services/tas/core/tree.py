@@ -11,12 +11,24 @@ Every change touches one leaf and is pushed into the count views
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
+from typing import Protocol, TypeVar
 
 from services.tas.core.model import HOSTNAME_LABEL, Amounts, FlavorSpec, NodeInfo, TolerationSpec
 from services.tas.core.views import Shape, ShapeCounts
 
-__all__ = ["CapacityTree", "MAX_VIEWS"]
+__all__ = ["CapacityTree", "MAX_VIEWS", "MaintainedView"]
+
+
+class MaintainedView(Protocol):
+    pending: set[int]
+
+    def add_domain(self, d: int) -> None: ...
+
+    def catch_up(self) -> None: ...
+
+
+V = TypeVar("V", bound=MaintainedView)
 
 MAX_VIEWS = 64  # count views kept (one per pod shape); least recently used dropped first
 
@@ -39,7 +51,10 @@ class CapacityTree:
         self.node_leaf: dict[str, int] = {}
         self.node_used: dict[str, Amounts] = {}
         self.leaf_held: dict[int, Amounts] = {}
-        self._views: OrderedDict[Shape, ShapeCounts] = OrderedDict()
+        self.orphan_held: dict[tuple[str, ...], Amounts] = {}  # held on leaves not (yet) known
+        self.host_node: dict[str, str] = {}  # hostname label -> node name
+        self.orphan_foreign: dict[str, Amounts] = {}  # other flavors' holds on hosts not (yet) known
+        self._views: OrderedDict[Hashable, MaintainedView] = OrderedDict()
 
     # --- structure ---
 
@@ -64,6 +79,8 @@ class CapacityTree:
         siblings = self.dchildren[parent] if parent >= 0 else self.roots
         siblings.append(d)
         siblings.sort(key=self.dvalues.__getitem__)
+        if level == self.last and values in self.orphan_held:
+            self.leaf_held[d] = self.orphan_held.pop(values)
         for view in self._views.values():
             view.add_domain(d)
         return d
@@ -104,6 +121,14 @@ class CapacityTree:
             names.append(node.name)
             names.sort()
         self.node_used.setdefault(node.name, {})
+        host = node.labels.get(HOSTNAME_LABEL)
+        if host is not None and self.host_node.get(host) != node.name:
+            self.host_node[host] = node.name
+            foreign = self.orphan_foreign.pop(host, None)
+            if foreign:
+                used = self.node_used[node.name]
+                for r, v in foreign.items():
+                    used[r] = used.get(r, 0) + v
         self._leaf_changed(leaf)
 
     def remove_node(self, name: str) -> None:
@@ -123,6 +148,28 @@ class CapacityTree:
         if leaf is not None:
             self._leaf_changed(leaf)
 
+    def add_held_at(self, values: tuple[str, ...], amounts: Amounts, sign: int) -> None:
+        """Assumed capacity by leaf values; kept aside until such a leaf exists."""
+        leaf = self.leaf_of(values)
+        if leaf is not None:
+            self.add_held(leaf, amounts, sign)
+            return
+        held = self.orphan_held.setdefault(values, {})
+        for r, v in amounts.items():
+            held[r] = held.get(r, 0) + sign * v
+        if not any(held.values()):
+            del self.orphan_held[values]
+
+    def add_foreign_held(self, host: str, amounts: Amounts, sign: int) -> None:
+        """Capacity another flavor holds on a node this tree may share: it counts as used here."""
+        name = self.host_node.get(host)
+        if name is not None:
+            self.add_node_usage(name, amounts, sign)
+            return
+        held = self.orphan_foreign.setdefault(host, {})
+        for r, v in amounts.items():
+            held[r] = held.get(r, 0) + sign * v
+
     def add_held(self, leaf: int, amounts: Amounts, sign: int) -> None:
         held = self.leaf_held.setdefault(leaf, {})
         for r, v in amounts.items():
@@ -130,8 +177,9 @@ class CapacityTree:
         self._leaf_changed(leaf)
 
     def _leaf_changed(self, leaf: int) -> None:
+        # views catch up when next used: repeated changes to a leaf cost one update
         for view in self._views.values():
-            view.leaf_changed(leaf)
+            view.pending.add(leaf)
 
     # --- capacity ---
 
@@ -161,13 +209,22 @@ class CapacityTree:
             free[r] = free.get(r, 0) - v
         return free
 
+    def settle(self) -> None:
+        for view in self._views.values():
+            view.catch_up()
+
     def view(self, shape: Shape) -> ShapeCounts:
-        view = self._views.get(shape)
+        return self.cached(shape, lambda: ShapeCounts(self, shape))
+
+    def cached(self, key: Hashable, make: Callable[[], V]) -> V:
+        """The maintained view under `key` (built by `make` on first use), caught up with every change."""
+        view = self._views.get(key)
         if view is None:
-            view = ShapeCounts(self, shape)
-            self._views[shape] = view
+            view = make()
+            self._views[key] = view
             if len(self._views) > MAX_VIEWS:
                 self._views.popitem(last=False)
         else:
-            self._views.move_to_end(shape)
-        return view
+            self._views.move_to_end(key)
+            view.catch_up()
+        return view  # type: ignore[return-value]

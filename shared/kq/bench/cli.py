@@ -1,5 +1,8 @@
 """`kq bench CONFIG [--summary FILE] [--virtual-time]`: Kueue's scheduler performance test for kq.
 
+`kq bench --solver [--nodes N --levels L --workloads W --seed S]`: the topology solver
+alone (services.tas.solver_bench, looked up by name: kq does not import services).
+
 Exit 0 when the run completed (every workload finished, no ClusterQueue over quota), 1 when
 it did not (timeout, a failed stack, over quota), 2 when the configuration is invalid or needs
 something kq does not have (topology-aware scheduling).
@@ -40,7 +43,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fill(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", type=Path, help="the generator config (e.g. baseline.yaml)")
+    p.add_argument("config", type=Path, nargs="?", help="the generator config (e.g. baseline.yaml)")
+    p.add_argument("--solver", action="store_true",
+                   help="benchmark the topology solver alone on a generated topology (no config)")
+    p.add_argument("--nodes", type=int, default=10_000, metavar="N", help="solver: nodes (default 10000)")
+    p.add_argument("--levels", type=int, default=4, metavar="L",
+                   help="solver: topology levels, hostname included (default 4)")
+    p.add_argument("--workloads", type=int, default=10_000, metavar="W",
+                   help="solver: workloads placed (default 10000)")
+    p.add_argument("--seed", type=int, default=1, help="solver: seed of the workload stream (default 1)")
     p.add_argument("--summary", type=Path, metavar="FILE", help="write the figures as YAML (Kueue's summary keys)")
     p.add_argument("--virtual-time", action="store_true",
                    help="the admission core alone on a virtual clock (no bus, no API, no processes)")
@@ -59,6 +70,14 @@ def _fill(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.solver:
+        if args.config is not None:
+            print("error: --solver takes no config", file=sys.stderr)
+            return EXIT_INVALID
+        return _solver(args)
+    if args.config is None:
+        print("error: a config is required (or --solver)", file=sys.stderr)
+        return EXIT_INVALID
     # Imported here so `kq --help` does not pay for the harness.
     from kq.bench.config import BenchConfigError, load_config, tas_features
     from kq.bench.generate import build_plan
@@ -117,6 +136,18 @@ def run(args: argparse.Namespace) -> int:
     ok = (not figures.timed_out and figures.wall_ms is not None and figures.finished == figures.expected
           and not figures.over_quota)
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _solver(args: argparse.Namespace) -> int:
+    import importlib
+
+    try:
+        bench = importlib.import_module("services.tas.solver_bench")
+    except ImportError as e:
+        print(f"error: the topology solver is not installed with this kq ({e})", file=sys.stderr)
+        return EXIT_INVALID
+    code: int = bench.main(args.nodes, args.levels, args.workloads, args.seed)
+    return code
 
 
 def _record(args: argparse.Namespace, plan: BenchPlan, say: Callable[[str], None]) -> RunLog:
