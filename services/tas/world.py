@@ -226,12 +226,12 @@ class World:
                     values = self._leaf_values(c.flavor, tuple(ta.levels), tuple(d.values))
                     if values is not None:
                         held.append(HeldPodSet(pod_set=name, values=values, count=d.count, requests=requests))
-            self.solver.hold(key, c.flavor, tuple(held))
+            self.solver.assume(key, c.flavor, tuple(held))
             self.solver.confirm(key)
             return
         h = self.handed_out.get(key)
         if h is not None:
-            self.solver.hold(key, h.flavor, tuple(
+            self.solver.assume(key, h.flavor, tuple(
                 HeldPodSet(pod_set=d.pod_set, values=tuple(d.values), count=d.count, requests=dict(d.requests))
                 for d in h.domains))
             return
