@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import time
 
 import msgspec
 import nats
@@ -64,7 +63,7 @@ class SolverTerm:
         holds = self.bus.replay(subjects.EVENTS_STREAM, HOLDS_FILTER, self.inputs.on_hold, deliver="last_per_subject")
         mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters), self.inputs.on_object,
                                  deliver="last_per_subject", batch=self.settings.replay_batch)
-        t0 = time.monotonic()
+        t0 = self.bus.clock.monotonic()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(holds.run(), name="tas:holds")
             await holds.caught_up.wait()
@@ -72,7 +71,7 @@ class SolverTerm:
             await mirror.caught_up.wait()
             await self.inputs.synced.wait()
             self.log.info("state rebuilt", objects=mirror.handled, holds=holds.handled,
-                          seconds=round(time.monotonic() - t0, 3))
+                          seconds=round(self.bus.clock.monotonic() - t0, 3))
             # Requests and replies on a connection of their own, not behind the mirror's batches.
             self._nc = await nats.connect(self.bus.config.url, name=f"tas-{self.bus.instance}-solve",
                                           max_reconnect_attempts=-1, reconnect_time_wait=0.5)
@@ -87,7 +86,7 @@ class SolverTerm:
         """Solve in arrival order (synchronously: each answer sees the holds of the one before),
         then record the hold and reply off the subscription, so PubAcks overlap."""
         try:
-            reply, hold = solve(self.inputs, msg.data, time.time())
+            reply, hold = solve(self.inputs, msg.data, self.bus.clock.now())
         except Exception as e:  # a bug: say so loudly; admission asks again
             self.log.error("solve failed", error=repr(e), exc_info=e)
             return
@@ -129,5 +128,5 @@ async def main(bus: Bus, config: Config, settings: TasSettings | None = None) ->
             return
         except Exception as e:  # noqa: BLE001 - the term's end is reported, then we stand again
             log.warning("term ended; standing for the lease again", epoch=lease.epoch, reason=repr(e))
-        await asyncio.sleep(backoff)
+        await bus.clock.sleep(backoff)
         backoff = min(backoff * 2, settings.restart_backoff_max_s)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from contextlib import AsyncExitStack
 
+import msgspec
+
 from kq import subjects
 from kq.config import ClusterConfig, Config
 from kq.kube import KubeClient
@@ -38,7 +40,8 @@ def command_durable(cluster: str) -> str:
 class ClusterWatcher:
     """Everything the watcher does for one cluster."""
 
-    def __init__(self, bus: Bus, cluster: str, client: KubeClient, settings: WatcherSettings) -> None:
+    def __init__(self, bus: Bus, cluster: str, client: KubeClient, settings: WatcherSettings, *,
+                 job_integration: bool = True) -> None:
         self.bus = bus
         self.cluster = cluster
         self.client = client
@@ -47,12 +50,14 @@ class ClusterWatcher:
         self.objects = ClusterObjects(cluster)
         self.publisher = MirrorPublisher(bus, cluster, batch=settings.publish_batch, queue_size=settings.publish_queue)
         self.jobs = JobIntegration(client, self.objects, workers=settings.job_workers, max_steps=settings.max_job_steps,
-                                   retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s)
+                                   retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
+                                   clock=bus.clock, wait_for_pods_ready=bool(settings.wait_for_pods_ready))
         self.commands = CommandExecutor(bus, cluster, client, self.objects, concurrency=settings.command_concurrency,
                                         max_replans=settings.max_replans)
         kinds = settings.mirrored_kinds()
         # The Job integration needs Jobs, Workloads, flavors and priority classes; without them it is off.
-        self.integrate = all(kind in kinds for kind in NEEDED_KINDS)
+        # Kueue's integrations.frameworks may leave batch/job out: then it is off too.
+        self.integrate = job_integration and all(kind in kinds for kind in NEEDED_KINDS)
         self.ungater = TopologyUngater(client, self.objects, retry_s=settings.retry_base_s)
         jobs_on_change = self.jobs.on_change if self.integrate else _ignore
 
@@ -65,7 +70,7 @@ class ClusterWatcher:
                      namespace=settings.secrets_namespace if kind == "secret" else None,
                      index=self.index, publisher=self.publisher, objects=self.objects, on_change=on_change,
                      watch_timeout_s=settings.watch_timeout_s, retry_base_s=settings.retry_base_s,
-                     retry_max_s=settings.retry_max_s)
+                     retry_max_s=settings.retry_max_s, clock=bus.clock)
             for kind in kinds
         ]
         self.log = get_logger("kq.watcher", cluster=cluster)
@@ -102,14 +107,14 @@ async def _mark_ready_when_synced(bus: Bus, watchers: list[ClusterWatcher]) -> N
 
 
 async def connect_clusters(stack: AsyncExitStack, bus: Bus, clusters: tuple[ClusterConfig, ...],
-                           settings: WatcherSettings) -> list[ClusterWatcher]:
+                           settings: WatcherSettings, *, job_integration: bool = True) -> list[ClusterWatcher]:
     if not clusters:
         raise ValueError("watcher: no clusters configured (config `clusters`)")
     watchers: list[ClusterWatcher] = []
     for c in clusters:
         client = await KubeClient.from_kubeconfig(c.kubeconfig)
         stack.push_async_callback(client.close)
-        watchers.append(ClusterWatcher(bus, c.name, client, settings))
+        watchers.append(ClusterWatcher(bus, c.name, client, settings, job_integration=job_integration))
     return watchers
 
 
@@ -121,6 +126,11 @@ async def run_watchers(bus: Bus, watchers: list[ClusterWatcher]) -> None:
 
 
 async def main(bus: Bus, config: Config, settings: WatcherSettings | None = None) -> None:
+    settings = settings or config.watcher
+    if settings.wait_for_pods_ready is None:
+        wfpr = config.kueue.wait_for_pods_ready
+        settings = msgspec.structs.replace(settings, wait_for_pods_ready=wfpr is not None and wfpr.enable is not False)
     async with AsyncExitStack() as stack:
-        watchers = await connect_clusters(stack, bus, config.clusters, settings or WatcherSettings())
+        watchers = await connect_clusters(stack, bus, config.clusters, settings,
+                                          job_integration=config.kueue.job_integration())
         await run_watchers(bus, watchers)

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import msgspec
 import pytest
 from nats.js import api
+from support.wait import eventually
 
 from kq import subjects
 from kq.runtime import Bus, OutMsg
 from kq.runtime.bus import schedule_time
 from kq.runtime.streams import LEASE_STREAM, MK_ALL
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -38,7 +38,9 @@ async def test_ensure_streams_is_idempotent_and_complete(bus: Bus) -> None:
     await bus.ensure_streams()  # second time: no error, no change
     infos = {si.config.name: si.config for si in await bus.js.streams_info()}
     assert set(infos) == {subjects.OBJECTS_STREAM, subjects.COMMANDS_STREAM, subjects.EVENTS_STREAM,
-                          subjects.MK_STREAM, LEASE_STREAM}
+                          subjects.MK_STREAM, subjects.TIMERS_STREAM, LEASE_STREAM}
+    timers = infos[subjects.TIMERS_STREAM]
+    assert timers.allow_msg_schedules and timers.max_msgs_per_subject == 1
     objects = infos[subjects.OBJECTS_STREAM]
     assert objects.max_msgs_per_subject == 1
     assert set(objects.subjects or []) == {subjects.OBJECTS_ALL, subjects.SYNC_ALL}
@@ -75,7 +77,7 @@ async def test_publish_many_keeps_order_and_dedupes(bus: Bus) -> None:
     msgs = [OutMsg(subjects.event_subject("m", "workload", "ns", f"w{i}"), Note(str(i)), f"id-{i}") for i in range(500)]
     acks = await bus.publish_many(msgs)
     assert [a.seq for a in acks] == list(range(1, 501))
-    again = await bus.publish_many(msgs[:10] + [OutMsg(subjects.event_subject("m", "workload", "ns", "new"), b"n", "id-new")])
+    again = await bus.publish_many([*msgs[:10], OutMsg(subjects.event_subject("m", "workload", "ns", "new"), b"n", "id-new")])
     assert [a.duplicate for a in again] == [True] * 10 + [None]
     assert again[-1].seq == 501
 
@@ -88,12 +90,12 @@ async def test_publish_many_reports_a_subject_no_stream_takes(bus: Bus) -> None:
 
 async def test_schedule_fires_at_its_time(bus: Bus) -> None:
     target = subjects.event_subject("m", "timer", "ns", "fired")
-    at = datetime.now(timezone.utc) + timedelta(seconds=1)
+    at = datetime.now(UTC) + timedelta(seconds=1)
     await bus.schedule(subjects.event_subject("m", "timer", "ns", "sched"), target, at, b"tick", msg_id="sched-1")
     assert await _stream_msgs(bus, subjects.EVENTS_STREAM, target) == []
     fired = await eventually(lambda: _stream_msgs(bus, subjects.EVENTS_STREAM, target), timeout=5)
     assert [d for _, d in fired] == [b"tick"]
-    assert datetime.now(timezone.utc) >= at
+    assert datetime.now(UTC) >= at
 
 
 def test_schedule_time_is_rfc3339_utc_millis() -> None:
@@ -116,3 +118,19 @@ async def test_connect_gives_up_after_its_timeout() -> None:
     with pytest.raises(ConnectionError, match=f"127.0.0.1:{port}"):
         await Bus.connect(NatsConfig(url=f"nats://127.0.0.1:{port}"), "nobody", connect_timeout_s=1.0)
     assert time.monotonic() - t0 < 5
+
+
+async def test_publish_batch_stores_every_message_once(bus: Bus) -> None:
+    subject = subjects.event_subject("c1", "workload", "ns", "batch")
+    msgs = [OutMsg(subject, f"m{i}".encode(), f"batch-{i}") for i in range(300)]
+    await bus.publish_batch(msgs)
+    await bus.publish_batch(msgs[:10])  # a retry of the same decisions: dropped as duplicates
+    stored = await _stream_msgs(bus, subjects.EVENTS_STREAM, subject)
+    assert [data for _, data in stored] == [f"m{i}".encode() for i in range(300)]
+
+
+async def test_publish_batch_retries_what_the_stream_refused(bus: Bus) -> None:
+    # Not in any stream: no ack comes (no responders), so each is published again the careful way,
+    # which then fails loudly instead of being dropped.
+    with pytest.raises(Exception):
+        await bus.publish_batch([OutMsg("kq.v1.nowhere.x", b"x", "nowhere-1")], timeout_s=0.5)

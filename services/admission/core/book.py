@@ -17,7 +17,7 @@ from .workloads import PendingInfo, ReservedInfo
 
 
 class WorkloadBook:
-    __slots__ = ("workloads", "pending", "reserved", "_pending_by_lq", "_orphans_by_cq", "_timers")
+    __slots__ = ("workloads", "pending", "reserved", "_pending_by_lq", "_orphans_by_cq", "_timers", "_deadlines")
 
     def __init__(self) -> None:
         self.workloads: dict[str, Workload] = {}  # latest record per namespace/name
@@ -26,6 +26,7 @@ class WorkloadBook:
         self._pending_by_lq: dict[str, dict[str, None]] = {}
         self._orphans_by_cq: dict[str, dict[str, None]] = {}
         self._timers: list[tuple[float, str, str]] = []  # heap of (requeue_at, key, uid)
+        self._deadlines: list[tuple[float, str, str]] = []  # heap of (execution deadline, key, uid)
 
     # --- records ---------------------------------------------------------------------------------
 
@@ -104,6 +105,40 @@ class WorkloadBook:
                 return at
             heapq.heappop(timers)
         return None
+
+    # --- maximum execution time --------------------------------------------------------------------
+    # Derived from the record alone (Admitted's time, the limit, earlier admissions), so a restarted
+    # scheduler finds the same deadlines in the replayed records.
+
+    def push_deadline(self, w: Workload) -> None:
+        at = w.execution_deadline()
+        if at is not None:
+            heapq.heappush(self._deadlines, (at, w.key, w.uid))
+
+    def _running_out(self, at: float, key: str, uid: str) -> ReservedInfo | None:
+        info = self.reserved.get(key)
+        if info is None or info.uid != uid or info.assumed or info.wl.execution_deadline() != at:
+            return None
+        return info
+
+    def next_deadline(self) -> float | None:
+        heap = self._deadlines
+        while heap:
+            at, key, uid = heap[0]
+            if self._running_out(at, key, uid) is not None:
+                return at
+            heapq.heappop(heap)
+        return None
+
+    def pop_expired(self, now: float) -> list[ReservedInfo]:
+        """Reserving workloads whose maximum execution time ended by `now`."""
+        out: list[ReservedInfo] = []
+        while self._deadlines and self._deadlines[0][0] <= now:
+            at, key, uid = heapq.heappop(self._deadlines)
+            info = self._running_out(at, key, uid)
+            if info is not None:
+                out.append(info)
+        return out
 
     def pop_due(self, now: float) -> list[PendingInfo]:
         """Pending workloads whose backoff ended by `now`."""

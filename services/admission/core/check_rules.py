@@ -30,13 +30,26 @@ def issue_eviction(p: Parts, w: Workload, cq_name: str, reason: str, message: st
         p.tree.bump_cq(cq_name)
 
 
+DEACTIVATED = "Deactivated"
+DEACTIVATED_MESSAGE = "The workload is deactivated"
+# Kueue: Evicted reason Deactivated with the underlying cause (ReasonWithCause), and the message
+# of the DeactivationTarget it set.
+MAX_EXEC_REASON = "DeactivatedDueToMaximumExecutionTimeExceeded"
+MAX_EXEC_MESSAGE = f"{DEACTIVATED_MESSAGE} due to exceeding the maximum execution time"
+CHECK_REJECTED_REASON = "DeactivatedDueToAdmissionCheck"
+
+
 def evaluate(p: Parts, w: Workload) -> None:
-    if not w.active or w.finished:
+    if w.finished:
         return
     key = w.key
+    if not w.active:
+        _evict_deactivated(p, w)
+        return
     rejected = [c for c in w.admission_checks if c.state == "Rejected"]
     if rejected and w.evicted_reason is None:
-        p.ledger.issue_deactivation(w, "AdmissionCheck", checks_message(rejected, "Rejected"))
+        message = f"{DEACTIVATED_MESSAGE} due to {checks_message(rejected, 'Rejected')}"
+        p.ledger.issue_deactivation(w, CHECK_REJECTED_REASON, message)
         return
     info = p.book.reserved.get(key)
     if info is None or info.assumed:
@@ -75,6 +88,24 @@ def _failed_nodes_in_use(w: Workload, info: ReservedInfo) -> list[str]:
             at = list(ta.levels).index(HOSTNAME_LABEL)
             used.update(d.values[at] for d in topology_domains(ta))
     return [n for n in w.unhealthy_nodes if n in used]
+
+
+def _evict_deactivated(p: Parts, w: Workload) -> None:
+    """Kueue's workload controller: a deactivated workload holding quota is evicted (reason
+    Deactivated); its job is stopped and the quota released only once QuotaReserved turns False."""
+    info = p.book.reserved.get(w.key)
+    if info is None or info.assumed or w.evicted_reason is not None or p.ledger.deactivation_issued(w.key):
+        return  # not holding quota, already evicted, or our own deactivation evicts it
+    issue_eviction(p, w, info.cq, DEACTIVATED, DEACTIVATED_MESSAGE)
+
+
+def deactivate_expired(p: Parts, now: float) -> None:
+    """Kueue reconcileMaxExecutionTime: an admitted workload past its maximum execution time is
+    deactivated (then evicted, its quota released once its job stopped)."""
+    for info in p.book.pop_expired(now):
+        w = info.wl
+        if w.active and not w.finished and w.evicted_reason is None:
+            p.ledger.issue_deactivation(w, MAX_EXEC_REASON, MAX_EXEC_MESSAGE)
 
 
 def drain_if_needed(p: Parts, info: ReservedInfo) -> None:

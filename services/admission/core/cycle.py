@@ -14,6 +14,7 @@ from __future__ import annotations
 import msgspec
 
 from . import placements as tas
+from . import check_rules
 from . import workload_sync as ws
 from .assignment import DEFERRED_FIT, FIT, NO_FIT, PREEMPT, Assignment
 from .decisions import AdmissionDecision, CycleResult, PlacementRequest, PreemptionDecision
@@ -185,6 +186,10 @@ class Cycle:
             e.reason = "WaitingForPreemptedWorkloads"
             self._issue_preemptions(e)
             return
+        if self._pods_not_ready():
+            e.message = "waiting for all admitted workloads to be in PodsReady condition"
+            e.reason = e.requeue_reason = "WaitingForPodsReady"
+            return
         self._admit(e)
 
     def _placed(self, e: Entry, usage: dict[FR, int]) -> bool:
@@ -240,6 +245,13 @@ class Cycle:
             return False
         e.topology = dict(answer.topology)
         return True
+
+    def _pods_not_ready(self) -> bool:
+        """waitForPodsReady.blockAdmission: a workload holding quota (ours of this cycle included)
+        does not have PodsReady=True, so nothing else is admitted (Kueue waitForPodsReadyIfNeeded)."""
+        if not self.p.config.block_admission:
+            return False
+        return any(not r.wl.pods_ready for r in self.p.book.reserved.values())
 
     def _to_reserve(self, e: Entry) -> dict[FR, int]:
         """Kueue quotaResourcesToReserve: hold what this queue could take without preempting."""
@@ -346,7 +358,9 @@ def _preemption_message(p: Parts, e: Entry, t: Target) -> str:
 
 
 def _release_due(p: Parts, now: float) -> None:
-    """Phase 0: backoffs that ended, and trees where something freed capacity or changed quota."""
+    """Phase 0: backoffs that ended, and trees where something freed capacity or changed quota;
+    admitted workloads past their maximum execution time are deactivated."""
+    check_rules.deactivate_expired(p, now)
     tree = p.tree
     for info in p.book.pop_due(now):
         cq = tree.cq_for_lq(info.lq_key)

@@ -23,7 +23,13 @@ class EntryState(enum.Enum):
 
 # Why the entry goes back to its queue: decides whether it is retried at once or parked.
 RequeueReason = Literal[
-    "", "NamespaceMismatch", "NoFit", "PreemptionNoCandidates", "PendingPreemption", "FailedAfterNomination",
+    "",
+    "NamespaceMismatch",
+    "NoFit",
+    "PreemptionNoCandidates",
+    "PendingPreemption",
+    "FailedAfterNomination",
+    "WaitingForPodsReady",
     "WaitingForTopology",
 ]
 # WaitingForTopology stays at the head and stalls its queue until the solver answers: the heads

@@ -160,7 +160,9 @@ def scheduler_config(kueue: KueueConfig) -> SchedulerConfig:
     timestamp = _TIMESTAMPS.get(given)
     if timestamp is None:
         raise InvalidEvent(f"waitForPodsReady.requeuingStrategy.timestamp: unsupported value {given!r}")
-    return SchedulerConfig(fair_sharing=fair, requeuing_timestamp=timestamp)
+    wfpr = kueue.wait_for_pods_ready
+    block = wfpr is not None and wfpr.enable and wfpr.block_admission
+    return SchedulerConfig(fair_sharing=fair, requeuing_timestamp=timestamp, block_admission=block)
 
 
 _STRATEGIES: dict[str, FairSharingStrategy] = {s: s for s in get_args(FairSharingStrategy)}
@@ -340,11 +342,15 @@ def workload(obj: api.Workload) -> Workload:
             ),
         )
     evicted = _true(conds, "Evicted")
+    admitted = _true(conds, "Admitted")
     requeue_at = None
     if status.requeue_state is not None:
         requeue_at = to_seconds(status.requeue_state.requeue_at)
     requeued = find_condition(conds, "Requeued")
-    if requeued is not None and requeued.status == "False":
+    # Requeued=False(Deactivated) on an active workload: Kueue's workload controller flips it to
+    # True (Reactivated) at once, so a reactivated workload is not held back by it.
+    reactivated = requeued is not None and requeued.reason == "Deactivated" and spec.is_active
+    if requeued is not None and requeued.status == "False" and not reactivated:
         requeue_at = math.inf  # Kueue keeps it out of the queue until Requeued turns True
     priority_class = None
     if spec.priority_class_ref is not None and spec.priority_class_ref.kind == "WorkloadPriorityClass":
@@ -363,7 +369,7 @@ def workload(obj: api.Workload) -> Workload:
         job_uid=meta.labels.get(JOB_UID_LABEL, ""),
         admission=admission,
         quota_reserved_time=to_seconds(reserved.last_transition_time) if reserved is not None else None,
-        admitted=_true(conds, "Admitted") is not None,
+        admitted=admitted is not None,
         finished=_true(conds, "Finished") is not None,
         evicted_reason=evicted.reason if evicted is not None else None,
         evicted_time=to_seconds(evicted.last_transition_time) if evicted is not None else None,
@@ -372,6 +378,10 @@ def workload(obj: api.Workload) -> Workload:
             AdmissionCheckState(name=c.name, state=c.state, message=c.message) for c in status.admission_checks
         ),
         unhealthy_nodes=tuple(n.name for n in status.unhealthy_nodes),
+        admitted_time=to_seconds(admitted.last_transition_time) if admitted is not None else None,
+        max_execution_s=spec.maximum_execution_time_seconds,
+        past_execution_s=status.accumulated_past_execution_time_seconds or 0,
+        pods_ready=_true(conds, "PodsReady") is not None,
     )
 
 

@@ -98,11 +98,12 @@ class IssueLedger:
     def clear_seen(self, w: Workload) -> None:
         """The record shows the effect of what was issued: it may be issued again later."""
         key = w.key
-        if key in self._evictions and (w.evicted_reason is not None or w.admission is None or not w.active):
+        if key in self._evictions and (w.evicted_reason is not None or w.admission is None):
             del self._evictions[key]
         if key in self._checks_ready and (w.admitted or w.admission is None):
             del self._checks_ready[key]
-        if key in self._deactivations and not w.active:
+        # A deactivation is two writes (spec.active, then Evicted while quota is held): done after both.
+        if key in self._deactivations and not w.active and (w.evicted_reason is not None or w.admission is None):
             del self._deactivations[key]
 
     def forget_eviction(self, key: str) -> bool:

@@ -101,8 +101,10 @@ class SchedulerState:
         return req is not None and req.id == request_id and self._p.placements.answer_to(req) is None
 
     def next_wakeup(self) -> float | None:
-        """The earliest time a backoff ends (call schedule then), or None."""
-        return self._p.book.next_wakeup()
+        """The earliest time a backoff or a maximum execution time ends (call schedule then), or None."""
+        book = self._p.book
+        times = [t for t in (book.next_wakeup(), book.next_deadline()) if t is not None]
+        return min(times) if times else None
 
     def has_work(self, now: float | None = None) -> bool:
         """Would schedule(now) publish anything: decisions to make or report, or queue statuses?"""
@@ -114,10 +116,10 @@ class SchedulerState:
         if p.reporter.has_pending() or p.ledger.has_output() or p.tree.has_requeues() or p.placements.has_output():
             return True
         if now is not None:
-            wake = p.book.next_wakeup()
+            wake = self.next_wakeup()
             if wake is not None and wake <= now:
                 return True
-        return any(True for _ in p.tree.schedulable())
+        return p.tree.any_schedulable()
 
     def has_status_changes(self) -> bool:
         """Queue statuses to compute and, where they changed, report (see schedule's report_status)."""

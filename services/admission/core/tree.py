@@ -89,12 +89,18 @@ class QueueTree:
         head = cq.queue.peek()
         return head is stall[0] and stall[1] == self.epoch_of(cq) and head is not None and not head.pending_flavors()
 
+    def _worth_trying(self, cq: ClusterQueueRuntime) -> bool:
+        return cq.active and cq.queue.has_active() and not self.in_cycle(cq) and not self.stalled(cq)
+
     def schedulable(self) -> Iterator[ClusterQueueRuntime]:
         """ClusterQueues whose head is worth trying, by name."""
         for name in sorted(self.cqs):
             cq = self.cqs[name]
-            if cq.active and cq.queue.has_active() and not self.in_cycle(cq) and not self.stalled(cq):
+            if self._worth_trying(cq):
                 yield cq
+
+    def any_schedulable(self) -> bool:
+        return any(self._worth_trying(cq) for cq in self.cqs.values())
 
     def mark_lq(self, lq_key: str) -> None:
         if lq_key in self.lqs:

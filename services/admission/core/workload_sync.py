@@ -75,6 +75,8 @@ def apply_workload(p: Parts, w: Workload) -> None:
     _sync_reservation(p, w)
     _sync_pending(p, w)
     check_rules.evaluate(p, w)
+    if w.key in p.book.reserved:
+        p.book.push_deadline(w)
 
 
 def delete_workload(p: Parts, key: str) -> None:
@@ -145,9 +147,11 @@ def priority_class_changed(p: Parts, name: str) -> None:
 
 def _sync_reservation(p: Parts, w: Workload) -> None:
     key = w.key
-    holds = w.admission is not None and w.active and not w.finished
+    # A deactivated workload keeps its quota until the eviction it gets has stopped its job and
+    # released the reservation (Kueue: quota is released only when QuotaReserved turns False).
+    holds = w.admission is not None and not w.finished
     info = p.book.reserved.get(key)
-    if info is not None and info.assumed and not holds and w.active and not w.finished:
+    if info is not None and info.assumed and not holds and not w.finished:
         rv = _rv(w.resource_version)
         if info.applied_rv is None or rv is None or rv < info.applied_rv:
             info.wl = w  # an update from before our admission landed; keep the assumption
@@ -180,6 +184,8 @@ def _update_in_place(p: Parts, info: ReservedInfo, new: ReservedInfo) -> None:
         new.assumed,
         new.reserved_time,
     )
+    if info.wl.pods_ready != new.wl.pods_ready:
+        _pods_ready_changed(p)
     cq = p.tree.cqs.get(info.cq)
     if cq is not None and cq.workloads.get(info.key) is info and info.admitted != new.admitted:
         sign = 1 if new.admitted else -1
@@ -235,8 +241,17 @@ def add_reserved(p: Parts, info: ReservedInfo) -> None:
     _attach(p, cq, info, count_lq=True)
 
 
+def _pods_ready_changed(p: Parts) -> None:
+    """With blockAdmission, admission anywhere waits on every reserving workload's PodsReady."""
+    if p.config.block_admission:
+        p.tree.bump_global()
+        p.tree.requeue_all()
+
+
 def release_reserved(p: Parts, key: str, notify: bool) -> None:
     info = p.book.pop_reserved(key)
+    if not info.wl.pods_ready:
+        _pods_ready_changed(p)
     cq = p.tree.cqs.get(info.cq)
     if cq is None or cq.workloads.get(key) is not info:
         p.book.drop_orphan(info.cq, key)

@@ -7,6 +7,8 @@ apimeta.SetStatusCondition: the transition time moves only when the status does.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from msgspec.structs import replace
 
 from kq.api import constants as k
@@ -17,7 +19,7 @@ from kq.api.kueue import (
     Workload,
     WorkloadSchedulingStatsEviction,
 )
-from kq.api.meta import Condition, condition_is_true, find_condition
+from kq.api.meta import Condition, condition_is_true, find_condition, parse_time
 
 MAX_CONDITION_MESSAGE = 32 * 1024  # api.TruncateConditionMessage
 DEACTIVATED_DUE_TO = f"{k.REASON_DEACTIVATED}DueTo"
@@ -40,14 +42,16 @@ def set_condition(conditions: tuple[Condition, ...], new: Condition, now: str) -
         merged = replace(new, last_transition_time=ltt)
         if merged == cur:
             return conditions
-        return conditions[:i] + (merged,) + conditions[i + 1 :]
-    return conditions + (replace(new, last_transition_time=new.last_transition_time or now),)
+        return (*conditions[:i], merged, *conditions[i + 1:])
+    return (*conditions, replace(new, last_transition_time=new.last_transition_time or now))
 
 
-def _cond(wl: Workload, type_: str, status: str, reason: str, message: str, *, generation: bool = True) -> Condition:
+def _cond(
+    wl: Workload, type_: str, status: Literal["True", "False"], reason: str, message: str, *, generation: bool = True
+) -> Condition:
     return Condition(
         type=type_,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         reason=reason,
         message=message,
         observed_generation=wl.metadata.generation if generation else None,
@@ -74,7 +78,9 @@ def is_evicted(wl: Workload) -> bool:
     return condition_is_true(wl.status.conditions, k.WORKLOAD_EVICTED)
 
 
-def _reset_active(conditions: tuple[Condition, ...], wl: Workload, type_: str, reason: str, now: str) -> tuple[Condition, ...]:
+def _reset_active(
+    conditions: tuple[Condition, ...], wl: Workload, type_: str, reason: str, now: str
+) -> tuple[Condition, ...]:
     """resetActiveCondition: a True condition of this type turns False, "Previously: <message>"."""
     prev = find_condition(conditions, type_)
     if prev is None or prev.status != "True":
@@ -97,7 +103,9 @@ def set_quota_reservation(wl: Workload, admission: Admission, now: str, *, admit
     for type_ in (k.WORKLOAD_EVICTED, k.WORKLOAD_PREEMPTED, k.WORKLOAD_BLOCKED_ON_PREEMPTION_GATES):
         conds = _reset_active(conds, wl, type_, k.REASON_QUOTA_RESERVED, now)
     if admitted:
-        conds = set_condition(conds, _cond(wl, k.WORKLOAD_ADMITTED, "True", k.REASON_ADMITTED, "The workload is admitted"), now)
+        conds = set_condition(
+            conds, _cond(wl, k.WORKLOAD_ADMITTED, "True", k.REASON_ADMITTED, "The workload is admitted"), now
+        )
     have = {c.name for c in wl.status.admission_checks}
     added = tuple(AdmissionCheckState(name=n, state="Pending", last_transition_time=now)
                   for n in sorted(set(checks) - have))
@@ -144,7 +152,7 @@ def _reset_checks(checks: tuple[AdmissionCheckState, ...], now: str) -> tuple[Ad
         retry = (c.retry_count or 0) + 1 if c.state == k.CHECK_RETRY else None
         out.append(AdmissionCheckState(
             name=c.name,
-            state=k.CHECK_PENDING,  # type: ignore[arg-type]
+            state=k.CHECK_PENDING,
             message="Reset to Pending after eviction. Previously: " + c.state,
             last_transition_time=now,
             requeue_after_seconds=c.requeue_after_seconds,
@@ -153,7 +161,8 @@ def _reset_checks(checks: tuple[AdmissionCheckState, ...], now: str) -> tuple[Ad
     return tuple(out)
 
 
-def evict(wl: Workload, reason: str, message: str, now: str, *, preemption_reason: str | None = None) -> Workload:
+def evict(wl: Workload, reason: str, message: str, now: str, *, preemption_reason: str | None = None,
+          underlying_cause: str = "") -> Workload:
     """evict.Evict's prepareForEviction (+ the Preempted condition when preempted): Evicted=True,
     nominations and admission checks reset, eviction counted per reason. The quota stays
     reserved until the job has stopped (finish_eviction)."""
@@ -166,6 +175,7 @@ def evict(wl: Workload, reason: str, message: str, now: str, *, preemption_reaso
     if gates is not None and gates.status == "True":
         conds = set_condition(conds, _cond(wl, k.WORKLOAD_BLOCKED_ON_PREEMPTION_GATES, "False", reason, message), now)
     count_reason, cause = _split_deactivation(reason)
+    cause = cause or underlying_cause
     st = wl.status
     return replace(wl, status=replace(
         st,
@@ -186,11 +196,23 @@ def _sync_admitted_after_release(conds: tuple[Condition, ...], wl: Workload, now
     )
 
 
+def _accumulated_after_release(wl: Workload, now: str) -> int | None:
+    """SyncAdmittedCondition: Admitted turning False adds this admission's whole seconds to
+    status.accumulatedPastExecutionTimeSeconds (max-exec-time counts every admission)."""
+    admitted = find_condition(wl.status.conditions, k.WORKLOAD_ADMITTED)
+    past = wl.status.accumulated_past_execution_time_seconds
+    if admitted is None or admitted.status != "True" or not admitted.last_transition_time:
+        return past
+    ran = int((parse_time(now) - parse_time(admitted.last_transition_time)).total_seconds())
+    return (past or 0) + ran
+
+
 def unset_quota_reservation(wl: Workload, reason: str, message: str, now: str) -> Workload:
     """workload.UnsetQuotaReservationWithCondition."""
     conds = set_condition(wl.status.conditions, _cond(wl, k.WORKLOAD_QUOTA_RESERVED, "False", reason, message), now)
     conds = _sync_admitted_after_release(conds, wl, now)
-    return _with_conditions(wl, conds, admission=None)
+    return _with_conditions(wl, conds, admission=None,
+                            accumulated_past_execution_time_seconds=_accumulated_after_release(wl, now))
 
 
 def finish_eviction(wl: Workload, now: str) -> Workload:
@@ -216,3 +238,41 @@ def finish(wl: Workload, reason: str, message: str, now: str) -> Workload:
         return wl
     conds = set_condition(wl.status.conditions, _cond(wl, k.WORKLOAD_FINISHED, "True", reason, message), now)
     return _with_conditions(wl, conds)
+
+
+def finish_backoff(wl: Workload, now: str) -> Workload:
+    """The workload controller after a PodsReadyTimeout backoff: requeueAt cleared (the count stays),
+    Requeued=True BackoffFinished."""
+    conds = set_condition(wl.status.conditions, _cond(wl, k.WORKLOAD_REQUEUED, "True", k.REASON_BACKOFF_FINISHED,
+                                                      "The workload backoff was finished"), now)
+    rs = wl.status.requeue_state
+    return _with_conditions(wl, conds, requeue_state=replace(rs, requeue_at=None) if rs is not None else None)
+
+
+PODS_NOT_READY_MESSAGE = "Not all pods are ready or succeeded"
+PODS_WAITING_FOR_RECOVERY_MESSAGE = "At least one pod has failed, waiting for recovery"
+PODS_READY_MESSAGE = "All pods reached readiness and the workload is running"
+
+
+def pods_ready_condition(wl: Workload, pods_ready: bool) -> Condition:
+    """generatePodsReadyCondition: the PodsReady condition a job's pods imply (status, reason, message)."""
+    if not is_admitted(wl):
+        return _cond(wl, k.WORKLOAD_PODS_READY, "False", k.REASON_WAIT_FOR_START, PODS_NOT_READY_MESSAGE)
+    cur = find_condition(wl.status.conditions, k.WORKLOAD_PODS_READY)
+    recovering = cur is not None and cur.reason in (k.REASON_WAIT_FOR_RECOVERY, k.REASON_RECOVERED)
+    if pods_ready:
+        reason = k.REASON_RECOVERED if recovering else k.REASON_STARTED
+        return _cond(wl, k.WORKLOAD_PODS_READY, "True", reason, PODS_READY_MESSAGE)
+    if cur is not None and (cur.status == "True" or cur.reason == k.REASON_WAIT_FOR_RECOVERY):
+        return _cond(wl, k.WORKLOAD_PODS_READY, "False", k.REASON_WAIT_FOR_RECOVERY, PODS_WAITING_FOR_RECOVERY_MESSAGE)
+    return _cond(wl, k.WORKLOAD_PODS_READY, "False", k.REASON_WAIT_FOR_START, PODS_NOT_READY_MESSAGE)
+
+
+def sync_pods_ready(wl: Workload, pods_ready: bool, now: str) -> Workload:
+    """Set the PodsReady condition unless one of that status and reason is there already
+    (HasConditionWithTypeAndReason: a changed message alone is not a reason to write)."""
+    want = pods_ready_condition(wl, pods_ready)
+    cur = find_condition(wl.status.conditions, k.WORKLOAD_PODS_READY)
+    if cur is not None and cur.status == want.status and cur.reason == want.reason:
+        return wl
+    return _with_conditions(wl, set_condition(wl.status.conditions, want, now))

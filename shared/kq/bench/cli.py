@@ -11,6 +11,7 @@ something kq does not have (topology-aware scheduling).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,12 +23,16 @@ if TYPE_CHECKING:
     from kq.bench.generate import BenchPlan
     from kq.bench.metrics import RunLog
 
+# The virtual-time simulator lives beside the admission core it drives; kq never imports
+# `services`, so it is found by name at run time.
+VIRTUAL_BENCH = "services.admission.bench_virtual"
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INVALID = 2
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register `bench` under a `kq` parser's subcommands (args.func is `run`)."""
     parser = subparsers.add_parser("bench", help="run a scheduler benchmark (Kueue's performance test configs)")
     _fill(parser)
@@ -36,6 +41,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`kq bench ...` as delegated by kq.cli.main: argv is what follows `bench`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a == "--podsready" or a.startswith("--podsready=") for a in args):
+        from kq.bench.podsready import main as podsready_main  # the pods-ready timer bench
+
+        return podsready_main(args)
     parser = argparse.ArgumentParser(prog="kq bench", description="run a scheduler benchmark "
                                      "(the generator configs of Kueue's scheduler performance test)")
     _fill(parser)
@@ -97,6 +107,12 @@ def run(args: argparse.Namespace) -> int:
         print("error: --cycle-latency-ms must be >= 0, --timeout > 0 and --concurrency >= 1", file=sys.stderr)
         return EXIT_INVALID
     plan = build_plan(cfg)
+    if args.virtual_time:
+        try:
+            virtual_runner()
+        except BenchUnavailable as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_INVALID
     say: Callable[[str], None] = (
         (lambda _line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     )
@@ -152,7 +168,7 @@ def _solver(args: argparse.Namespace) -> int:
 
 def _record(args: argparse.Namespace, plan: BenchPlan, say: Callable[[str], None]) -> RunLog:
     if args.virtual_time:
-        from kq.bench.virtual import run_virtual
+        run_virtual = virtual_runner()
 
         def progress(t_ms: float, created: int, admitted: int, finished: int) -> None:
             say(f"  virtual t={t_ms / 1000:7.1f}s  created {created}/{len(plan.workloads)}  admitted {admitted}  "
@@ -164,6 +180,24 @@ def _record(args: argparse.Namespace, plan: BenchPlan, say: Callable[[str], None
 
     return eventloop.run(run_live(plan, timeout_s=args.timeout, workdir=args.workdir, say=say,
                                   concurrency=args.concurrency))
+
+
+class BenchUnavailable(RuntimeError):
+    pass
+
+
+def virtual_runner() -> Callable[..., RunLog]:
+    """`run_virtual(plan, *, cycle_latency_ms, progress) -> RunLog` of the admission service's
+    virtual-time bench; BenchUnavailable (saying what is missing) when this build has none."""
+    try:
+        module = importlib.import_module(VIRTUAL_BENCH)
+    except ModuleNotFoundError as e:
+        raise BenchUnavailable(f"--virtual-time needs the admission service's simulator ({VIRTUAL_BENCH}), "
+                               f"which this build does not have ({e})") from None
+    run = getattr(module, "run_virtual", None)
+    if not callable(run):
+        raise BenchUnavailable(f"--virtual-time: {VIRTUAL_BENCH} has no run_virtual()")
+    return run  # found by name: its signature is checked where it is defined
 
 
 def _write_profile(profiler: cProfile.Profile, path: Path) -> None:

@@ -13,12 +13,14 @@ import asyncio
 import contextlib
 import tempfile
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
+import msgspec
 import nats
 
+from kq.config import WaitForPodsReady
 from kq.kube import KubeClient, KubeError
 from kq.scenario.actions import KubesimControl, StepError, StepRunner, describe
 from kq.scenario.checks import evaluate
@@ -48,18 +50,17 @@ async def run_scenario(
     results: dict[int, CheckResult] = {}
     errors: list[str] = []
     try:
-        async with _workdir(workdir) as wd:
-            async with Stack(
-                wd,
-                kueue_config=scenario.kueue_config,
-                clusters=[(c.name, c.role) for c in scenario.clusters],
-                progress=reporter.progress,
-            ) as stack:
-                driver = await _Driver.open(scenario, stack, reporter, settle_timeout_s)
-                try:
-                    await driver.play(results)
-                finally:
-                    await driver.close()
+        async with _workdir(workdir) as wd, Stack(
+            wd,
+            kueue_config=scenario.kueue_config,
+            clusters=[(c.name, c.role) for c in scenario.clusters],
+            progress=reporter.progress,
+        ) as stack:
+            driver = await _Driver.open(scenario, stack, reporter, settle_timeout_s)
+            try:
+                await driver.play(results)
+            finally:
+                await driver.close()
     except StepError as e:
         errors.append(str(e))
     except Exception as e:  # noqa: BLE001 - the stack failing is reported as the run's error, not a traceback
@@ -80,6 +81,11 @@ async def run_scenario(
     return RunResult(scenario=scenario.name, ok=ok, checks=ordered, errors=errors)
 
 
+def _pods_ready(scenario: Scenario) -> WaitForPodsReady | None:
+    raw = scenario.kueue_config.get("waitForPodsReady")
+    return msgspec.convert(raw, WaitForPodsReady) if raw is not None else None
+
+
 class _Driver:
     def __init__(
         self,
@@ -96,7 +102,7 @@ class _Driver:
         self.clients = clients
         self.http = http
         self.sim = KubesimControl(http, stack.kubesim_url)
-        self.observer = Observer(clients, scenario.manager)
+        self.observer = Observer(clients, scenario.manager, _pods_ready(scenario))
         self.steps = StepRunner(clients, self.sim, self.observer)
         self.settle_timeout_s = settle_timeout_s
         self.loop = asyncio.get_running_loop()
@@ -191,7 +197,7 @@ class _Driver:
         if reasons:  # cheap test first: the API says it is busy
             return reasons
         try:
-            waiting = await self.observer.waiting_timers(datetime.now(timezone.utc))
+            waiting = await self.observer.waiting_timers(datetime.now(UTC))
         except ObserveError as e:
             waiting = [str(e)]
         return busy_reasons(Activity(clusters=state.clusters, bus_backlog=await bus.backlog(), waiting=waiting))
@@ -207,6 +213,8 @@ class _BusMonitor:
         out: dict[str, int] = {}
         for stream in await self.jsm.streams_info():
             name = stream.config.name
+            if name is None:
+                continue
             for ci in await self.jsm.consumers_info(name):
                 # A consumer nobody reads (left by a past client, kept for `kq describe`) never drains:
                 # count only those a service is attached to or working through.

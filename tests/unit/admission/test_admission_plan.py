@@ -16,9 +16,9 @@ from kq.messages import (
     AdmitWorkload,
     CommandOutcome,
     CommandType,
-    OutcomeReason,
     DeactivateWorkload,
     EvictWorkload,
+    OutcomeReason,
     SetClusterQueueStatus,
     SetLocalQueueStatus,
     SetWorkloadPending,
@@ -299,7 +299,7 @@ def admit_all(p: Partition) -> list[str]:
     ids: list[str] = []
     while p.wants_cycle(NOW):
         out, _ = p.plan([p.cycle(NOW)], NOW)
-        ids += [o.msg_id for o in out.commands if o.msg_id.startswith("reserve|")]
+        ids += [o.msg_id for o in out.commands if out.sent[o.msg_id].action == "reserve"]
     return ids
 
 
@@ -410,7 +410,7 @@ def test_a_pending_condition_superseded_in_the_same_batch_is_not_sent_but_its_ev
 def test_reservations_go_before_pending_conditions_of_other_workloads_and_a_workloads_order_is_kept() -> None:
     out = _plan([CycleResult(cycle=1, pending=(_pending("ns/a", 1), _pending("ns/b", 1))),
                  CycleResult(cycle=2, admissions=(_admit("ns/b", 2), _admit("ns/c", 2)))])
-    assert [o.msg_id.split("|")[0] + ":" + o.msg_id.split("|")[3] for o in out.commands] == [
+    assert [f"{out.sent[o.msg_id].action}:{out.sent[o.msg_id].target}" for o in out.commands] == [
         "pending:ns/b", "reserve:ns/b", "reserve:ns/c", "pending:ns/a"]
 
 
