@@ -54,8 +54,7 @@ class ClusterWatcher:
         self.integrate = all(kind in kinds for kind in NEEDED_KINDS)
         on_change = self.jobs.on_change if self.integrate else _ignore
         self.loops = [
-            KindLoop(client, cluster, kind,
-                     namespace=settings.secrets_namespace if kind == "secret" else None,
+            KindLoop(client, cluster, kind, namespace=None,
                      index=self.index, publisher=self.publisher, objects=self.objects, on_change=on_change,
                      watch_timeout_s=settings.watch_timeout_s, retry_base_s=settings.retry_base_s,
                      retry_max_s=settings.retry_max_s)

@@ -10,13 +10,13 @@ import msgspec
 
 from kq.api.registry import KINDS
 
-# Where kq keeps its own Secrets (MultiKueue kubeconfigs): the only Secrets mirrored.
-KQ_NAMESPACE = "kq-system"
+# Never on the bus: Secrets (MultiKueue kubeconfigs are read only by the dispatcher and gc,
+# straight from the API server).
+NEVER_MIRRORED = ("secret",)
 
 
 class WatcherSettings(msgspec.Struct, frozen=True, kw_only=True):
     skip_kinds: tuple[str, ...] = ()  # lower-case kind tokens not to mirror, e.g. ("pod",)
-    secrets_namespace: str = KQ_NAMESPACE
     publish_batch: int = 512  # mirror records per publish round
     publish_queue: int = 20_000  # records waiting to be published before list/watch loops wait
     watch_timeout_s: float = 300.0  # the server ends each watch after this; we resume from the last rv
@@ -30,5 +30,5 @@ class WatcherSettings(msgspec.Struct, frozen=True, kw_only=True):
     max_job_steps: int = 8  # writes in a row for one job before re-queueing it
 
     def mirrored_kinds(self) -> list[str]:
-        skip = {s.lower() for s in self.skip_kinds}
+        skip = {s.lower() for s in self.skip_kinds} | set(NEVER_MIRRORED)
         return [i.token for i in KINDS if i.token not in skip]

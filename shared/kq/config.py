@@ -49,11 +49,19 @@ class FairSharing(_Cfg, frozen=True, kw_only=True):
     preemption_strategies: tuple[str, ...] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
 
 
+class IncrementalDispatcherConfig(_Cfg, frozen=True, kw_only=True):
+    """kq's knobs for Kueue's Incremental dispatcher (Kueue hard-codes 5m and 3)."""
+
+    round_timeout: str = "5m"
+    step_size: int = 3
+
+
 class MultiKueue(_Cfg, frozen=True, kw_only=True):
     gc_interval: str = "1m"
     origin: str = "multikueue"
     worker_lost_timeout: str = "15m"
     dispatcher_name: str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+    incremental_dispatcher_config: IncrementalDispatcherConfig = IncrementalDispatcherConfig()
 
 
 class KueueConfig(_Cfg, frozen=True, kw_only=True):

@@ -12,7 +12,9 @@ from typing import Literal, Union
 
 import msgspec
 
+from kq.api.core import JobStatus
 from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus
+from kq.api.meta import Condition
 
 
 class _Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -73,6 +75,49 @@ class SetLocalQueueStatus(_Command, frozen=True, kw_only=True, tag="SetLocalQueu
     status: LocalQueueStatus
 
 
+# MultiKueue (written by the dispatcher on the manager cluster).
+
+
+class SetAdmissionCheckState(_WorkloadCommand, frozen=True, kw_only=True, tag="SetAdmissionCheckState"):
+    """One entry of status.admissionChecks. With cluster_name (state Ready): status.clusterName is
+    set (immutable once set: a different one is refused) and nominatedClusterNames cleared."""
+
+    check: str
+    state: Literal["Pending", "Ready", "Retry", "Rejected"]
+    message: str
+    cluster_name: str | None = None
+
+
+class SetNominatedClusters(_WorkloadCommand, frozen=True, kw_only=True, tag="SetNominatedClusters"):
+    """status.nominatedClusterNames (refused once status.clusterName is set)."""
+
+    clusters: tuple[str, ...]
+
+
+class FinishWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="FinishWorkload"):
+    """Finished=True with the reason and message the worker's copy finished with."""
+
+    reason: str
+    message: str
+
+
+class SyncJobStatus(_Command, frozen=True, kw_only=True, tag="SyncJobStatus"):
+    """Copy a worker Job's status onto the manager's Job (managed by MultiKueue, so nobody else writes it)."""
+
+    namespace: str
+    name: str
+    uid: str
+    status: JobStatus
+
+
+class SetActiveCondition(_Command, frozen=True, kw_only=True, tag="SetActiveCondition"):
+    """The Active condition of an AdmissionCheck or MultiKueueCluster (cluster-scoped)."""
+
+    kind: Literal["admissioncheck", "multikueuecluster"]
+    name: str
+    condition: Condition
+
+
 class Fence(_Command, frozen=True, kw_only=True, tag="Fence"):
     """A new lease holder's first command: from here on older epochs are refused."""
 
@@ -84,6 +129,11 @@ Command = Union[
     DeactivateWorkload,
     SetClusterQueueStatus,
     SetLocalQueueStatus,
+    SetAdmissionCheckState,
+    SetNominatedClusters,
+    FinishWorkload,
+    SyncJobStatus,
+    SetActiveCondition,
     Fence,
 ]
 
@@ -94,6 +144,10 @@ COMMAND_KIND: dict[type, str] = {
     DeactivateWorkload: "workload",
     SetClusterQueueStatus: "clusterqueue",
     SetLocalQueueStatus: "localqueue",
+    SetAdmissionCheckState: "workload",
+    SetNominatedClusters: "workload",
+    FinishWorkload: "workload",
+    SyncJobStatus: "job",
     Fence: "fence",
 }
 
@@ -150,5 +204,37 @@ decision_decoder = msgspec.json.Decoder(Decision)
 encoder = msgspec.json.Encoder()
 
 
-def command_kind(cmd: Command) -> Literal["workload", "clusterqueue", "localqueue", "fence"]:
-    return COMMAND_KIND[type(cmd)]  # type: ignore[return-value]
+def command_kind(cmd: Command) -> str:
+    if isinstance(cmd, SetActiveCondition):
+        return cmd.kind
+    return COMMAND_KIND[type(cmd)]
+
+
+# MultiKueue's bus door for external dispatchers (stream KQ_MK). The dispatcher publishes each
+# quota-reserved workload that waits for a nomination on subjects.mk_pending_subject(ns, name);
+# anyone may answer on subjects.mk_nominate_subject(ns, name) with an MkNomination.
+
+
+class MkPodSet(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    name: str
+    count: int
+    requests: dict[str, str]  # resource -> quantity, per pod
+
+
+class MkPendingWorkload(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    namespace: str
+    name: str
+    uid: str
+    cluster_queue: str
+    admission_check: str
+    clusters: tuple[str, ...]  # the worker clusters connected now, in the MultiKueueConfig
+    pod_sets: tuple[MkPodSet, ...]
+    priority: int | None = None
+
+
+class MkNomination(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    clusters: tuple[str, ...]
+    uid: str = ""  # when given, applies only to this incarnation of the workload
+
+
+mk_nomination_decoder = msgspec.json.Decoder(MkNomination)

@@ -55,7 +55,7 @@ from kq.scenario.refs import is_namespaced, known_kind
 SUPPORTED: dict[str, bool] = {
     "fairSharing": True,
     "waitForPodsReady": False,
-    "multiKueue": False,
+    "multiKueue": True,
     "admissionFairSharing": False,
     "topologyAwareScheduling": False,
     "admissionChecks": False,

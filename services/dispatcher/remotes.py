@@ -1,0 +1,199 @@
+"""The dispatcher's connections to worker clusters: one RemoteCluster per MultiKueueCluster.
+
+Each loads its kubeconfig (from a Secret in kq's namespace, read straight from the manager's API
+server, or from a file path), builds its own Kubernetes client and keeps the worker's copies
+(Workloads and Jobs carrying our origin label) listed and watched. It is `available` only while
+connected and fully listed: only then is what it holds the truth about that worker. Failures
+reconnect with doubling backoff. Kubeconfig content is never logged or published: errors carry
+only the reason (kq.kube and core.clusters strip it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from kq.api.constants import MULTIKUEUE_ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
+from kq.api.core import Job, Secret
+from kq.api.kueue import KubeConfig, Workload
+from kq.api.registry import decode_object
+from kq.kube import REMOTE_USER_AGENT, Gone, KubeClient, KubeError
+from kq.obs import get_logger
+from services.dispatcher.core.clusters import (
+    BAD_KUBECONFIG,
+    CONNECTED,
+    CONNECTING,
+    CONNECTION_FAILED,
+    ClusterState,
+    KubeconfigError,
+    kubeconfig_from_secret,
+    kubeconfig_from_text,
+)
+
+NsName = tuple[str, str]
+OnChange = Callable[[str, set[NsName]], None]  # cluster, manager workload keys touched
+OnState = Callable[[str], None]
+
+
+class KubeconfigSource:
+    """Reads kubeconfigs for worker clusters; the only place they are read."""
+
+    def __init__(self, manager: KubeClient | None, namespace: str) -> None:
+        self.manager = manager
+        self.namespace = namespace
+
+    async def load(self, src: KubeConfig | None) -> dict[str, Any]:
+        if src is None:
+            raise KubeconfigError("spec.clusterSource.kubeConfig is not set")
+        if src.location_type == "Path":
+            try:
+                text = await asyncio.to_thread(Path(src.location).read_text)
+            except OSError as e:
+                raise KubeconfigError(f"file {src.location}: {e.strerror or type(e).__name__}") from None
+            return kubeconfig_from_text(text, f"file {src.location}")
+        if self.manager is None:
+            raise KubeconfigError("no manager API client to read Secrets with")
+        try:
+            raw = await self.manager.get("Secret", self.namespace, src.location)
+        except KubeError as e:
+            raise KubeconfigError(f"reading Secret {self.namespace}/{src.location}: HTTP {e.status}") from None
+        secret = None if raw is None else msgspec.json.decode(raw, type=Secret)
+        return kubeconfig_from_secret(secret, src.location, self.namespace)
+
+
+class RemoteCluster:
+    def __init__(self, name: str, source: KubeConfig | None, loader: KubeconfigSource, origin: str,
+                 on_change: OnChange, on_state: OnState, *, retry_base_s: float, retry_max_s: float,
+                 watch_timeout_s: float) -> None:
+        self.name = name
+        self.source = source
+        self.loader = loader
+        self.origin = origin
+        self.on_change = on_change
+        self.on_state = on_state
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self.watch_timeout_s = watch_timeout_s
+        self.state: ClusterState = CONNECTING
+        self.available = False
+        self.lost_since: float | None = None  # wall time it was last known connected
+        self.client: KubeClient | None = None
+        self.workloads: dict[NsName, Workload] = {}
+        self.jobs: dict[NsName, Job] = {}
+        self.log = get_logger("kq.dispatcher.remote", cluster=name)
+
+    @property
+    def selector(self) -> str:
+        return f"{MULTIKUEUE_ORIGIN_LABEL}={self.origin}"
+
+    def job_for(self, namespace: str, workload: str) -> Job | None:
+        for (ns, _), job in self.jobs.items():
+            if ns == namespace and job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL) == workload:
+                return job
+        return None
+
+    def _set_state(self, state: ClusterState, available: bool) -> None:
+        if self.available and not available:
+            self.lost_since = time.time()
+        changed = state != self.state or available != self.available
+        self.state, self.available = state, available
+        if changed:
+            self.log.info("connection", active=state.active, reason=state.reason, message=state.message)
+            self.on_state(self.name)
+            self.on_change(self.name, set(self.workloads) | {self._wl_key(j) for j in self.jobs.values()})
+
+    @staticmethod
+    def _wl_key(job: Job) -> NsName:
+        return job.metadata.namespace, job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL, job.metadata.name)
+
+    async def run(self) -> None:
+        delay = self.retry_base_s
+        while True:
+            try:
+                cfg = await self.loader.load(self.source)
+                self.client = await KubeClient.from_kubeconfig_dict(cfg, user_agent=f"{REMOTE_USER_AGENT}/{self.origin}")
+            except (KubeconfigError, ValueError) as e:
+                self._set_state(ClusterState(active=False, reason=BAD_KUBECONFIG, message=f"load client config failed: {e}"), False)
+                await asyncio.sleep(self.retry_max_s)
+                continue
+            try:
+                await self._connected()
+            except (KubeError, msgspec.ValidationError, msgspec.DecodeError) as e:
+                msg = f"{type(e).__name__}: HTTP {e.status}" if isinstance(e, KubeError) else "undecodable object"
+                self._set_state(ClusterState(active=False, reason=CONNECTION_FAILED, message=msg), False)
+            finally:
+                client, self.client = self.client, None
+                if client is not None:
+                    await client.close()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.retry_max_s)
+            if self.available:
+                delay = self.retry_base_s
+
+    async def _connected(self) -> None:
+        assert self.client is not None
+        wl_rv = await self._relist("workload")
+        job_rv = await self._relist("job")
+        self._set_state(CONNECTED, True)
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._watch("workload", wl_rv))
+            tg.create_task(self._watch("job", job_rv))
+
+    async def _relist(self, kind: str) -> str:
+        assert self.client is not None
+        raws, rv = await self.client.list(kind, label_selector=self.selector)
+        table: dict[NsName, Any] = {}
+        for raw in raws:
+            obj = decode_object(kind, raw)
+            table[(obj.metadata.namespace, obj.metadata.name)] = obj
+        old = self.workloads if kind == "workload" else self.jobs
+        touched = self._keys(kind, list(old.values()) + list(table.values()))
+        if kind == "workload":
+            self.workloads = table
+        else:
+            self.jobs = table
+        if self.available:
+            self.on_change(self.name, touched)
+        return rv
+
+    def _keys(self, kind: str, objs: list[Any]) -> set[NsName]:
+        if kind == "workload":
+            return {(o.metadata.namespace, o.metadata.name) for o in objs}
+        return {self._wl_key(o) for o in objs}
+
+    async def _watch(self, kind: str, rv: str) -> None:
+        assert self.client is not None
+        while True:
+            try:
+                async for ev in self.client.watch(kind, rv, label_selector=self.selector, timeout_s=self.watch_timeout_s):
+                    obj = decode_object(kind, ev.raw)
+                    rv = obj.metadata.resource_version or rv
+                    if ev.type == "BOOKMARK":
+                        continue
+                    table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs
+                    key = (obj.metadata.namespace, obj.metadata.name)
+                    if ev.type == "DELETED":
+                        table.pop(key, None)
+                    else:
+                        table[key] = obj
+                    self.on_change(self.name, self._keys(kind, [obj]))
+            except Gone:
+                rv = await self._relist(kind)
+
+    def remember(self, kind: str, raw: bytes) -> None:
+        """What our own create returned, so a decision before the watch echo sees it."""
+        obj = decode_object(kind, raw)
+        table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs
+        table[(obj.metadata.namespace, obj.metadata.name)] = obj
+
+    def forget(self, kind: str, namespace: str, name: str) -> None:
+        table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs
+        table.pop((namespace, name), None)
+
+
+Runner = Callable[[], Awaitable[None]]

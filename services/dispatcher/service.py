@@ -1,0 +1,58 @@
+"""Wiring of the dispatcher: one lease per manager cluster ("dispatcher"/<manager>); while it is
+held a Term (services/dispatcher/term.py) dispatches that manager's MultiKueue workloads. A
+second instance waits in `lead()` as a hot standby and takes over with a higher epoch (its
+commands fence the old holder's at the watcher).
+
+The dispatcher reads the manager's objects from the bus mirror and talks to the manager's API
+server for one thing only: the workers' kubeconfig Secrets (never mirrored on the bus).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from contextlib import AsyncExitStack
+
+from kq.config import Config
+from kq.kube import KubeClient
+from kq.obs import get_logger
+from kq.runtime import Bus, Lease, lead
+from services.dispatcher.settings import DispatcherSettings, core_settings
+from services.dispatcher.term import Term
+
+SERVICE = "dispatcher"
+
+
+async def main(bus: Bus, config: Config, settings: DispatcherSettings | None = None) -> None:
+    settings = settings or DispatcherSettings()
+    core = core_settings(config)
+    log = get_logger("kq.dispatcher", instance=config.instance)
+    managers = [c for c in config.clusters if c.role == "manager"]
+    if not managers:
+        log.info("no manager cluster configured; nothing to dispatch")
+        bus.status = "ready"
+        bus.mark_ready()
+        await asyncio.Event().wait()
+    manager = managers[0]
+    holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
+    lease = Lease(bus, SERVICE, manager.name, holder, ttl=settings.lease_ttl_s)
+    async with AsyncExitStack() as stack:
+        client = await KubeClient.from_kubeconfig(manager.kubeconfig)
+        stack.push_async_callback(client.close)
+
+        async def term(epoch: int) -> None:
+            bus.status = "starting"
+            try:
+                await Term(bus, manager.name, client, core, settings, epoch).run()
+            finally:
+                bus.status = "standby"
+
+        while True:
+            bus.status = "standby"
+            try:
+                await lead(lease, term)
+                return
+            except Exception as e:  # noqa: BLE001 - the term's end is reported, then we stand again
+                log.error("term ended", error=f"{type(e).__name__}: {e}")
+                await asyncio.sleep(0.5)
