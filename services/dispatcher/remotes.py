@@ -12,58 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from kq.api.constants import MULTIKUEUE_ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
-from kq.api.core import Job, Secret
+from kq.api.core import Job
 from kq.api.kueue import KubeConfig, Workload
 from kq.api.registry import decode_object
-from kq.kube import REMOTE_USER_AGENT, Gone, KubeClient, KubeError
+from kq.kube import Gone, KubeClient, KubeError
 from kq.obs import get_logger
-from services.dispatcher.core.clusters import (
-    BAD_KUBECONFIG,
-    CONNECTED,
-    CONNECTING,
-    CONNECTION_FAILED,
-    ClusterState,
-    KubeconfigError,
-    kubeconfig_from_secret,
-    kubeconfig_from_text,
-)
+from kq.kubeconfigs import KubeconfigError
+from kq.remote_clusters import KubeconfigSource
+from services.dispatcher.core.clusters import BAD_KUBECONFIG, CONNECTED, CONNECTING, CONNECTION_FAILED, ClusterState
 
 NsName = tuple[str, str]
 OnChange = Callable[[str, set[NsName]], None]  # cluster, manager workload keys touched
 OnState = Callable[[str], None]
-
-
-class KubeconfigSource:
-    """Reads kubeconfigs for worker clusters; the only place they are read."""
-
-    def __init__(self, manager: KubeClient | None, namespace: str) -> None:
-        self.manager = manager
-        self.namespace = namespace
-
-    async def load(self, src: KubeConfig | None) -> dict[str, Any]:
-        if src is None:
-            raise KubeconfigError("spec.clusterSource.kubeConfig is not set")
-        if src.location_type == "Path":
-            try:
-                text = await asyncio.to_thread(Path(src.location).read_text)
-            except OSError as e:
-                raise KubeconfigError(f"file {src.location}: {e.strerror or type(e).__name__}") from None
-            return kubeconfig_from_text(text, f"file {src.location}")
-        if self.manager is None:
-            raise KubeconfigError("no manager API client to read Secrets with")
-        try:
-            raw = await self.manager.get("Secret", self.namespace, src.location)
-        except KubeError as e:
-            raise KubeconfigError(f"reading Secret {self.namespace}/{src.location}: HTTP {e.status}") from None
-        secret = None if raw is None else msgspec.json.decode(raw, type=Secret)
-        return kubeconfig_from_secret(secret, src.location, self.namespace)
 
 
 class RemoteCluster:
@@ -115,8 +81,7 @@ class RemoteCluster:
         delay = self.retry_base_s
         while True:
             try:
-                cfg = await self.loader.load(self.source)
-                self.client = await KubeClient.from_kubeconfig_dict(cfg, user_agent=f"{REMOTE_USER_AGENT}/{self.origin}")
+                self.client = await self.loader.connect(self.source, self.origin)
             except (KubeconfigError, ValueError) as e:
                 self._set_state(ClusterState(active=False, reason=BAD_KUBECONFIG, message=f"load client config failed: {e}"), False)
                 await asyncio.sleep(self.retry_max_s)
@@ -195,5 +160,3 @@ class RemoteCluster:
         table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs
         table.pop((namespace, name), None)
 
-
-Runner = Callable[[], Awaitable[None]]

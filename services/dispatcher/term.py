@@ -36,13 +36,14 @@ from kq.messages import (
 )
 from kq.mirror import MirrorView, ObjectRecord
 from kq.obs import get_logger
-from kq.runtime import Bus, OutMsg
+from kq.runtime import Bus, Delivery, OutMsg
 from services.dispatcher.core import clusters as cl
 from services.dispatcher.core.copies import remote_job, remote_workload
 from services.dispatcher.core.flow import reconcile
 from services.dispatcher.core.model import ClusterView, Finish, Inputs, Nominate, Plan, SetCheck, Settings, SyncJob
 from services.dispatcher.external import ExternalDoor
-from services.dispatcher.remotes import KubeconfigSource, RemoteCluster
+from kq.remote_clusters import KubeconfigSource
+from services.dispatcher.remotes import RemoteCluster
 from services.dispatcher.settings import DispatcherSettings
 
 WRITER = "dispatcher"
@@ -113,8 +114,11 @@ class Term:
 
     async def run(self) -> None:
         filters = [subjects.object_filter(self.manager, kind) for kind in KINDS]
-        replay = self.bus.replay(subjects.OBJECTS_STREAM, filters,
-                                 lambda d: self._on_record(self.view.apply_delivery(d)), deliver="last_per_subject")
+
+        async def follow(d: Delivery) -> None:
+            self._on_record(self.view.apply_delivery(d))
+
+        replay = self.bus.replay(subjects.OBJECTS_STREAM, filters, follow, deliver="last_per_subject")
         async with asyncio.TaskGroup() as tg:
             tg.create_task(replay.run(), name="dispatcher:mirror")
             await replay.wait_caught_up(timeout=self.settings.replay_timeout_s)
@@ -254,8 +258,9 @@ class Term:
                 if (job := rc.job_for(ns, name)) is not None:
                     jobs[c] = job
         local_job, job_rec = self._local_job(wl)
+        ref = wl.metadata.controller_ref()
         inp = Inputs(local=wl, check=check, clusters=tuple(views), remotes=remotes, remote_jobs=jobs,
-                     local_job=local_job, round_started=self.rounds.get(wl.metadata.uid), now=time.time())
+                     local_job=local_job, owner=(ref.api_version, ref.kind) if ref is not None else None, round_started=self.rounds.get(wl.metadata.uid), now=time.time())
         plan = reconcile(inp, self.core)
         await self._apply(wl, rec, check, plan, job_rec)
 

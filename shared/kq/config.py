@@ -64,12 +64,22 @@ class MultiKueue(_Cfg, frozen=True, kw_only=True):
     incremental_dispatcher_config: IncrementalDispatcherConfig = IncrementalDispatcherConfig()
 
 
+class WorkloadRetentionPolicy(_Cfg, frozen=True, kw_only=True):
+    after_finished: str | None = None  # delete a finished Workload this long after it finished
+    after_deactivated_by_kueue: str | None = None  # ... a Workload Kueue deactivated, this long after
+
+
+class ObjectRetentionPolicies(_Cfg, frozen=True, kw_only=True):
+    workloads: WorkloadRetentionPolicy | None = None
+
+
 class KueueConfig(_Cfg, frozen=True, kw_only=True):
     """Kueue Configuration (v1beta2 field names) for the parts kq implements."""
 
     wait_for_pods_ready: WaitForPodsReady | None = None
     fair_sharing: FairSharing | None = None
     multi_kueue: MultiKueue | None = None
+    object_retention_policies: ObjectRetentionPolicies | None = None  # carried out by services/gc
     admission_fair_sharing: dict[str, object] | None = None
 
 

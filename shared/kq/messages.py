@@ -101,6 +101,12 @@ class FinishWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="FinishWor
     message: str
 
 
+class DeleteWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="DeleteWorkload"):
+    """Delete a finished or deactivated Workload (gc's objectRetentionPolicies), preconditioned on its uid."""
+
+    reason: str  # AfterFinished | AfterDeactivatedByKueue
+
+
 class SyncJobStatus(_Command, frozen=True, kw_only=True, tag="SyncJobStatus"):
     """Copy a worker Job's status onto the manager's Job (managed by MultiKueue, so nobody else writes it)."""
 
@@ -132,6 +138,7 @@ Command = Union[
     SetAdmissionCheckState,
     SetNominatedClusters,
     FinishWorkload,
+    DeleteWorkload,
     SyncJobStatus,
     SetActiveCondition,
     Fence,
@@ -147,6 +154,7 @@ COMMAND_KIND: dict[type, str] = {
     SetAdmissionCheckState: "workload",
     SetNominatedClusters: "workload",
     FinishWorkload: "workload",
+    DeleteWorkload: "workload",
     SyncJobStatus: "job",
     Fence: "fence",
 }

@@ -60,6 +60,21 @@ def _job_status_wanted(local_job: Job, remote_job: Job) -> JobStatus | None:
     return remote_job.status
 
 
+def _no_adapter(inp: Inputs) -> str | None:
+    """Kueue rejects what it cannot run remotely: no owner, an owner kind without a MultiKueue
+    adapter (kq has batch/v1 Job), or a Job not managed by MultiKueue."""
+    if inp.owner is None:
+        return "No multikueue adapter found"
+    api_version, kind = inp.owner
+    if (api_version, kind) != ("batch/v1", "Job"):
+        group, _, version = api_version.rpartition("/")
+        return f'No multikueue adapter found for owner kind "{group}/{version}, Kind={kind}"'
+    job = inp.local_job
+    if job is not None and job.spec.managed_by != k.MULTIKUEUE_MANAGED_BY:
+        return f'The owner is not managed by Kueue: Expecting spec.managedBy to be "{k.MULTIKUEUE_MANAGED_BY}" not "{job.spec.managed_by or ""}"'
+    return None
+
+
 def reconcile(inp: Inputs, s: Settings) -> Plan:
     local = inp.local
     present = sorted(c for c, wl in inp.remotes.items() if wl.metadata.deletion_timestamp is None)
@@ -80,6 +95,10 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
         return Plan(delete=stale, why="no MultiKueue check to serve")
     state, message = cs
     winner_name = local.status.cluster_name
+    if (why := _no_adapter(inp)) is not None:
+        return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_REJECTED, message=why),), why="no adapter")
+    if inp.local_job is None:
+        return Plan(delete=stale, why="waiting for the Job in the mirror")
 
     # 2. A finished copy finishes the manager workload (OutOfSync means re-dispatch, not done).
     done = [(c, cond) for c, wl in copies.items() if (cond := _true(wl, k.WORKLOAD_FINISHED))]

@@ -51,7 +51,8 @@ class Inputs(msgspec.Struct, frozen=True, kw_only=True):
     clusters: tuple[ClusterView, ...]  # the MultiKueueConfig's clusters that exist, in config order
     remotes: dict[str, Workload]  # copies of `local` on available clusters (same namespace/name)
     remote_jobs: dict[str, Job]  # the Job of `local` on available clusters
-    local_job: Job | None  # the manager Job owning `local` (None: a plain Workload)
+    local_job: Job | None  # the manager Job controlling `local`, when the mirror has it
+    owner: tuple[str, str] | None = None  # (apiVersion, kind) of `local`'s controller
     round_started: float | None = None  # Incremental: when the current nomination round began
     now: float
 

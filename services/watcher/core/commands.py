@@ -29,10 +29,10 @@ from kq.messages import (
 )
 from services.watcher.core import workload_status as ws
 from services.watcher.core.mk_commands import MK_COMMANDS, mk_target, plan_mk
-from services.watcher.core.writes import Refusal, Skip, Write, patch_write
+from services.watcher.core.writes import Delete, Refusal, Skip, Write, patch_write
 
 Target = Union[Workload, ClusterQueue, LocalQueue, None]
-Plan = Union[Write, Skip, Refusal]
+Plan = Union[Write, Delete, Skip, Refusal]
 
 # Refusal reasons (CommandOutcome.reason).
 STALE_EPOCH = "StaleEpoch"

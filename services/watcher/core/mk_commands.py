@@ -15,13 +15,15 @@ from msgspec.structs import replace
 
 from kq.api.core import Job
 from kq.api.kueue import AdmissionCheck, AdmissionCheckState, MultiKueueCluster, Workload
-from kq.messages import FinishWorkload, SetActiveCondition, SetAdmissionCheckState, SetNominatedClusters, SyncJobStatus
+from kq.messages import DeleteWorkload, FinishWorkload, SetActiveCondition, SetAdmissionCheckState, SetNominatedClusters, SyncJobStatus
 from services.watcher.core import workload_status as ws
-from services.watcher.core.writes import Refusal, Skip, Write, patch_write
+from services.watcher.core.writes import Delete, Refusal, Skip, Write, patch_write
 
-Plan = Union[Write, Skip, Refusal]
-MkCommand = Union[SetAdmissionCheckState, SetNominatedClusters, FinishWorkload, SyncJobStatus, SetActiveCondition]
-MK_COMMANDS = (SetAdmissionCheckState, SetNominatedClusters, FinishWorkload, SyncJobStatus, SetActiveCondition)
+Plan = Union[Write, Delete, Skip, Refusal]
+MkCommand = Union[SetAdmissionCheckState, SetNominatedClusters, FinishWorkload, DeleteWorkload, SyncJobStatus,
+                  SetActiveCondition]
+MK_COMMANDS = (SetAdmissionCheckState, SetNominatedClusters, FinishWorkload, DeleteWorkload, SyncJobStatus,
+               SetActiveCondition)
 
 NOT_FOUND = "NotFound"
 UID_MISMATCH = "UidMismatch"
@@ -34,7 +36,7 @@ NOT_RESERVED = "NoQuotaReservation"
 
 def mk_target(cmd: MkCommand) -> tuple[str, str, str]:
     match cmd:
-        case SetAdmissionCheckState() | SetNominatedClusters() | FinishWorkload():
+        case SetAdmissionCheckState() | SetNominatedClusters() | FinishWorkload() | DeleteWorkload():
             return "workload", cmd.namespace, cmd.name
         case SyncJobStatus():
             return "job", cmd.namespace, cmd.name
@@ -44,6 +46,8 @@ def mk_target(cmd: MkCommand) -> tuple[str, str, str]:
 
 
 def plan_mk(cmd: MkCommand, current: Any, now: str) -> Plan:
+    if isinstance(cmd, DeleteWorkload):
+        return _delete(cmd, current)
     if current is None:
         kind, ns, name = mk_target(cmd)
         return Refusal(reason=NOT_FOUND, message=f"{kind} {ns}/{name} not found")
@@ -108,3 +112,19 @@ def _check_state(cmd: SetAdmissionCheckState, wl: Workload, now: str) -> Plan:
     return patch_write("workload", wl, new, status=True, why=f"admission check {cmd.check}: {cmd.state}") or Skip(
         reason="Unchanged"
     )
+
+
+def _delete(cmd: DeleteWorkload, wl: Any) -> Plan:
+    """Retention: only a finished or deactivated Workload, only this incarnation; gone is done."""
+    if wl is None:
+        return Skip(reason="Deleted")
+    if not isinstance(wl, Workload):
+        return Refusal(reason=WRONG_KIND, message=f"expected a Workload, got {type(wl).__name__}")
+    if wl.metadata.uid != cmd.uid:
+        return Skip(reason="Deleted")  # a namesake: ours is gone
+    if wl.metadata.deletion_timestamp is not None:
+        return Skip(reason="Deleting")
+    if not ws.is_finished(wl) and wl.spec.is_active:
+        return Refusal(reason="NotFinished", message="workload is neither finished nor deactivated")
+    return Delete(kind="workload", namespace=wl.metadata.namespace, name=wl.metadata.name, uid=wl.metadata.uid,
+                  resource_version=wl.metadata.resource_version, why=f"retention: {cmd.reason}")
