@@ -105,9 +105,16 @@ class RemoteCluster:
         wl_rv = await self._relist("workload")
         job_rv = await self._relist("job")
         self._set_state(CONNECTED, True)
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(self._watch("workload", wl_rv))
-            tg.create_task(self._watch("job", job_rv))
+        tasks = [asyncio.create_task(self._watch("workload", wl_rv)), asyncio.create_task(self._watch("job", job_rv))]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for t in done:
+            if (e := t.exception()) is not None:
+                raise e
 
     async def _relist(self, kind: str) -> str:
         assert self.client is not None

@@ -73,7 +73,7 @@ class Term:
         self._wake = asyncio.Event()
         self._topology_dirty = True
         self._busy: set[NsName] = set()
-        self.rounds: dict[str, float] = {}  # workload uid -> Incremental round start
+        self.rounds: dict[str, tuple[float, tuple[str, ...]]] = {}  # uid -> Incremental round (start, nominated)
         self.job_owner: dict[NsName, NsName] = {}  # manager job -> its workload
         self.external = ExternalDoor(bus, self) if core.mode == "External" else None
         self.log = get_logger("kq.dispatcher", cluster=manager, epoch=epoch)
@@ -259,8 +259,10 @@ class Term:
                     jobs[c] = job
         local_job, job_rec = self._local_job(wl)
         ref = wl.metadata.controller_ref()
+        rnd = self.rounds.get(wl.metadata.uid)
         inp = Inputs(local=wl, check=check, clusters=tuple(views), remotes=remotes, remote_jobs=jobs,
-                     local_job=local_job, owner=(ref.api_version, ref.kind) if ref is not None else None, round_started=self.rounds.get(wl.metadata.uid), now=time.time())
+                     local_job=local_job, owner=(ref.api_version, ref.kind) if ref is not None else None,
+                     round_started=rnd[0] if rnd else None, round_nominated=rnd[1] if rnd else (), now=time.time())
         plan = reconcile(inp, self.core)
         await self._apply(wl, rec, check, plan, job_rec)
 
@@ -273,8 +275,10 @@ class Term:
         if plan.create_job is not None and job_rec is not None:
             body = remote_job(msgspec.json.decode(job_rec.raw), name, self.core.origin)
             await self._create(plan.create_job, "job", ns, msgspec.json.encode(body))
+        if plan.reset_round:
+            self.rounds.pop(wl.metadata.uid, None)
         if plan.round_started is not None:
-            self.rounds[wl.metadata.uid] = plan.round_started
+            self.rounds[wl.metadata.uid] = (plan.round_started, plan.round_nominated)
         if plan.wake_in is not None:
             asyncio.get_running_loop().call_later(max(plan.wake_in, 0.05), self.mark, (ns, name))
         if plan.awaiting_nomination and self.external is not None:

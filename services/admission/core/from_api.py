@@ -332,8 +332,10 @@ def workload(obj: api.Workload) -> Workload:
     if status.requeue_state is not None:
         requeue_at = to_seconds(status.requeue_state.requeue_at)
     requeued = find_condition(conds, "Requeued")
-    if requeued is not None and requeued.status == "False":
-        requeue_at = math.inf  # Kueue keeps it out of the queue until Requeued turns True
+    # Kueue keeps it out of the queue until Requeued turns True; after an AdmissionCheck eviction
+    # its workload controller turns it True once requeueState.requeueAt (if any) has passed.
+    if requeued is not None and requeued.status == "False" and requeued.reason != "AdmissionCheck":
+        requeue_at = math.inf
     priority_class = None
     if spec.priority_class_ref is not None and spec.priority_class_ref.kind == "WorkloadPriorityClass":
         priority_class = spec.priority_class_ref.name

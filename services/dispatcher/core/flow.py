@@ -89,7 +89,7 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
         manager = ()
         if not finished and inp.local_job is not None and (st := _job_stopped_status(inp.local_job)) is not None:
             manager = (SyncJob(status=st),)
-        return Plan(delete=tuple(sorted(copies)) + stale, manager=manager, why="no copies wanted")
+        return Plan(delete=tuple(sorted(copies)) + stale, manager=manager, reset_round=True, why="no copies wanted")
     cs = check_state(local, inp.check)
     if cs is None or cs[0] == k.CHECK_REJECTED:
         return Plan(delete=stale, why="no MultiKueue check to serve")
@@ -191,6 +191,8 @@ def _nominate(inp: Inputs, s: Settings, copies: dict[str, Workload], stale: tupl
         if set(nominated) != set(current):
             manager.append(Nominate(clusters=nominated))
     elif s.mode == "Incremental":
+        # Our own nomination may not be visible yet: never shrink below it.
+        current = current + tuple(c for c in inp.round_nominated if c not in current)
         nominated = current
         started = inp.round_started
         if started is None or inp.now - started >= s.round_timeout_s:
@@ -212,7 +214,7 @@ def _nominate(inp: Inputs, s: Settings, copies: dict[str, Workload], stale: tupl
     if pending and pending != message:
         manager.append(SetCheck(state=k.CHECK_PENDING, message=pending))
     return Plan(delete=delete, create=create, manager=tuple(manager), wake_in=wake, round_started=round_started,
-                awaiting_nomination=awaiting, why=f"nominated {', '.join(sorted(nominated)) or 'none'}")
+                round_nominated=nominated if round_started is not None else (), awaiting_nomination=awaiting, why=f"nominated {', '.join(sorted(nominated)) or 'none'}")
 
 
 def _pending_message(copies: dict[str, Workload], nominated: set[str]) -> str:

@@ -54,6 +54,7 @@ class Inputs(msgspec.Struct, frozen=True, kw_only=True):
     local_job: Job | None  # the manager Job controlling `local`, when the mirror has it
     owner: tuple[str, str] | None = None  # (apiVersion, kind) of `local`'s controller
     round_started: float | None = None  # Incremental: when the current nomination round began
+    round_nominated: tuple[str, ...] = ()  # Incremental: what that round nominated (until the mirror shows it)
     now: float
 
 
@@ -85,6 +86,8 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     create_job: str | None = None  # the cluster that gets the Job (after the deletes)
     manager: tuple[ManagerIntent, ...] = ()
     wake_in: float | None = None  # decide again after this many seconds (timers)
-    round_started: float | None = None  # Incremental: a new round began now
+    round_started: float | None = None  # Incremental: a new round began now, nominating `round_nominated`
+    round_nominated: tuple[str, ...] = ()
+    reset_round: bool = False  # Incremental: the workload left dispatch (no quota): forget its round
     awaiting_nomination: bool = False  # External: waiting for someone to nominate
     why: str = ""  # the branch taken, for the decision log
