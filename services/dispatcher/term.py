@@ -75,6 +75,7 @@ class Term:
         self._busy: set[NsName] = set()
         self.rounds: dict[str, tuple[float, tuple[str, ...]]] = {}  # uid -> Incremental round (start, nominated)
         self.job_owner: dict[NsName, NsName] = {}  # manager job -> its workload
+        self.deleted: dict[NsName, str] = {}  # manager workloads seen deleted -> uid, until their copies are gone
         self.external = ExternalDoor(bus, self) if core.mode == "External" else None
         self.log = get_logger("kq.dispatcher", cluster=manager, epoch=epoch)
 
@@ -93,6 +94,8 @@ class Term:
         if not isinstance(what, ObjectRecord) or what.cluster != self.manager:
             return
         if what.kind == "workload":
+            if what.deleted:  # its copies go at once (gc would find them later)
+                self.deleted[(what.namespace, what.name)] = what.uid
             self.mark((what.namespace, what.name))
         elif what.kind == "job":
             owner = self.job_owner.get((what.namespace, what.name))
@@ -240,7 +243,10 @@ class Term:
         ns, name = key
         rec = self.view.get(subjects.ObjectKey(self.manager, "workload", ns, name))
         if rec is None:
-            return  # gone: gc removes what is left on the workers
+            uid = self.deleted.pop(key, None)
+            if uid is not None:
+                await self._delete_copies_of(key, uid)
+            return
         wl: Workload = self.view.typed(rec.key)
         found = self.mk_check(wl)
         if found is None:
@@ -319,6 +325,15 @@ class Term:
         if cmds:
             await self.bus.publish_many([OutMsg(subjects.command_subject(self.manager, command_kind(c)), c, c.id)
                                          for c in cmds])
+
+    async def _delete_copies_of(self, key: NsName, uid: str) -> None:
+        """A deleted manager workload's copies, wherever reachable (the rest is gc's, after a reconnect)."""
+        ns, name = key
+        for c, rc in list(self.remotes.items()):
+            copy = rc.workloads.get(key) if rc.available else None
+            if copy is not None and copy.metadata.annotations.get(k.MULTIKUEUE_ORIGIN_UID_ANNOTATION, uid) == uid:
+                await self._delete_remote(c, ns, name)
+                self.log.info("dispatch", workload=f"{ns}/{name}", why="deleted on the manager", delete=[c])
 
     # --- remote writes ---
 
