@@ -18,6 +18,7 @@ from kq.config import Config
 from kq.kube import KubeClient
 from kq.obs import get_logger
 from kq.runtime import Bus, Lease, lead
+from services.dispatcher.guard import run_guard
 from services.dispatcher.settings import DispatcherSettings, core_settings
 from services.dispatcher.term import Term
 
@@ -29,10 +30,13 @@ async def main(bus: Bus, config: Config, settings: DispatcherSettings | None = N
     core = core_settings(config)
     log = get_logger("kq.dispatcher", instance=config.instance)
     managers = [c for c in config.clusters if c.role == "manager"]
+    workers = tuple(c.name for c in config.clusters if c.role == "worker")
     if not managers:
-        log.info("no manager cluster configured; nothing to dispatch")
-        bus.status = "ready"
+        # A kq that serves only worker clusters: nothing to dispatch, but its copies keep the lease guard.
+        log.info("no manager cluster configured; guarding the workers' copies only", workers=workers)
         bus.mark_ready()
+        if workers:
+            await run_guard(bus, workers, core, 0)
         await asyncio.Event().wait()
     manager = managers[0]
     holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
@@ -44,7 +48,7 @@ async def main(bus: Bus, config: Config, settings: DispatcherSettings | None = N
         async def term(epoch: int) -> None:
             bus.status = "starting"
             try:
-                await Term(bus, manager.name, client, core, settings, epoch).run()
+                await Term(bus, manager.name, client, core, settings, epoch, workers).run()
             finally:
                 bus.status = "standby"
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+from datetime import datetime, timezone
 from typing import Any
 
 import msgspec
@@ -40,7 +41,8 @@ from kq.runtime import Bus, Delivery, OutMsg
 from services.dispatcher.core import clusters as cl
 from services.dispatcher.core.copies import remote_job, remote_workload
 from services.dispatcher.core.flow import reconcile
-from services.dispatcher.core.model import ClusterView, Finish, Inputs, Nominate, Plan, SetCheck, Settings, SyncJob
+from services.dispatcher.guard import run_guard
+from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Inputs, Nominate, Plan, SetCheck, Settings, SyncJob
 from services.dispatcher.external import ExternalDoor
 from kq.remote_clusters import KubeconfigSource
 from services.dispatcher.remotes import RemoteCluster
@@ -58,9 +60,10 @@ def _digest(*parts: Any) -> str:
 
 class Term:
     def __init__(self, bus: Bus, manager: str, manager_client: KubeClient | None, core: Settings,
-                 settings: DispatcherSettings, epoch: int) -> None:
+                 settings: DispatcherSettings, epoch: int, workers: tuple[str, ...] = ()) -> None:
         self.bus = bus
         self.manager = manager
+        self.workers = workers  # worker clusters this kq serves too: their copies get the lease guard
         self.core = core
         self.settings = settings
         self.epoch = epoch
@@ -130,6 +133,8 @@ class Term:
             await self.bus.publish(subjects.command_subject(self.manager, "fence"), fence, msg_id=fence.id)
             if self.external is not None:
                 tg.create_task(self.external.run(), name="dispatcher:external")
+            if self.workers:
+                tg.create_task(run_guard(self.bus, self.workers, self.core, self.epoch), name="dispatcher:guard")
             self.bus.mark_ready()
             self.log.info("dispatching", mode=self.core.mode, workloads=len(self.view.items(self.manager, "workload")))
             self.mark_all()
@@ -278,6 +283,8 @@ class Term:
             await self._delete_remote(c, ns, name)
         for c in plan.create:
             await self._create(c, "workload", ns, msgspec.json.encode(remote_workload(msgspec.json.decode(rec.raw), self.core.origin)))
+        if plan.renew_lease is not None:
+            await self._renew(plan.renew_lease[0], ns, name, plan.renew_lease[1])
         if plan.create_job is not None and job_rec is not None:
             body = remote_job(msgspec.json.decode(job_rec.raw), name, self.core.origin)
             await self._create(plan.create_job, "job", ns, msgspec.json.encode(body))
@@ -346,6 +353,18 @@ class Term:
         except AlreadyExists:
             return
         rc.remember(kind, raw)
+
+    async def _renew(self, cluster: str, ns: str, name: str, until: float) -> None:
+        rc = self.remotes.get(cluster)
+        if rc is None or rc.client is None or not rc.available:
+            return
+        stamp = datetime.fromtimestamp(until, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        try:
+            raw = await rc.client.patch("workload", ns, name, {"metadata": {"annotations": {LEASE_ANNOTATION: stamp}}},
+                                        patch_type="merge")
+        except NotFound:
+            return
+        rc.remember("workload", raw)
 
     async def _delete_remote(self, cluster: str, ns: str, name: str) -> None:
         rc = self.remotes.get(cluster)

@@ -122,3 +122,56 @@ def test_retention_after_finished(tmp_path: Path) -> None:
                           cwd=REPO, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
     assert json.loads(proc.stdout)["ok"] is True
+
+
+async def test_lost_worker_stops_its_copy_before_the_job_runs_elsewhere(tmp_path: Path) -> None:
+    """The manager loses the worker running j-00 (a partition: the worker itself keeps working).
+    The worker stops its copy when the manager's lease on it runs out; only after that, past
+    workerLostTimeout, does the manager run the job on the other worker. Never in two at once."""
+    import aiohttp
+
+    from kq.kube import REMOTE_USER_AGENT
+
+    config = {"multiKueue": {"gcInterval": "1s", "origin": "mk", "workerLostTimeout": "4s"}}
+    async with Stack(tmp_path / "stack", kueue_config=config, log_level="warning") as stack:
+        clients = {c: await KubeClient.from_kubeconfig(stack.kubeconfig(c)) for c in ("manager", "worker-1", "worker-2")}
+        try:
+            for c, client in clients.items():
+                for obj in _setup(c == "manager"):
+                    await _create(client, obj)
+            async with JobLedger({c: clients[c] for c in ("worker-1", "worker-2")}) as ledger:
+                job = _job(0)
+                job["spec"]["template"]["metadata"]["annotations"]["kq.dev/runtime"] = "60s"
+                await _create(clients["manager"], job)
+
+                async def running_on() -> str:
+                    (wl,) = await _workloads(clients["manager"])
+                    assert condition_is_true(wl.status.conditions, "Admitted") and wl.status.cluster_name
+                    assert ledger.live[("ns", "j-00")], "not running yet"
+                    return wl.status.cluster_name
+
+                first = await eventually(running_on, timeout=60, interval=0.05, what="j-00 running")
+                other = "worker-2" if first == "worker-1" else "worker-1"
+                async with aiohttp.ClientSession() as http:
+                    url = f"{stack.kubesim_url}/kubesim/clusters/{first}"
+                    async with http.post(f"{url}/disconnect", json={"userAgentPrefix": REMOTE_USER_AGENT}) as r:
+                        assert r.status == 200
+
+                    async def moved() -> bool:
+                        (wl,) = await _workloads(clients["manager"])
+                        return wl.status.cluster_name == other and ledger.live[("ns", "j-00")] == {other}
+
+                    await eventually(moved, timeout=60, interval=0.05, what=f"j-00 running on {other}")
+                    assert ledger.overlaps == [], ledger.overlaps
+                    assert ledger.created[("ns", "j-00")] == [first, other]
+                    async with http.post(f"{url}/reconnect", json={}) as r:
+                        assert r.status == 200
+
+                async def stale_copy_gone() -> bool:
+                    return not ledger.seen[("ns", "j-00")] - {other}
+
+                await eventually(stale_copy_gone, timeout=30, interval=0.1, what=f"j-00 removed from {first}")
+                assert ledger.overlaps == [], ledger.overlaps
+        finally:
+            for client in clients.values():
+                await client.close()

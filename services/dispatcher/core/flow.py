@@ -17,9 +17,9 @@ from __future__ import annotations
 from kq.api import constants as k
 from kq.api.core import Job, JobStatus
 from kq.api.kueue import Workload
-from kq.api.meta import Condition, find_condition
+from kq.api.meta import Condition, find_condition, parse_time
 
-from .model import ClusterView, Finish, Inputs, Nominate, Plan, SetCheck, Settings, SyncJob
+from .model import LEASE_ANNOTATION, ClusterView, Finish, Inputs, Nominate, Plan, SetCheck, Settings, SyncJob
 
 
 def _true(wl: Workload, type_: str) -> Condition | None:
@@ -137,7 +137,7 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
         elif admitted:
             winner = min(admitted, key=lambda c: (admitted[c].last_transition_time or "", c))
     if winner is not None:
-        return _converge(inp, winner, copies, stale, state)
+        return _converge(inp, s, winner, copies, stale, state)
 
     # 5. No admitted copy while Ready: the winner is lost or gone.
     if state == k.CHECK_READY:
@@ -161,8 +161,23 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
     return _nominate(inp, s, copies, stale, message)
 
 
-def _converge(inp: Inputs, winner: str, copies: dict[str, Workload], stale: tuple[str, ...], state: str) -> Plan:
+def lease_until(wl: Workload) -> float | None:
+    text = wl.metadata.annotations.get(LEASE_ANNOTATION)
+    if not text:
+        return None
+    try:
+        return parse_time(text).timestamp()
+    except ValueError:
+        return None
+
+
+def _converge(inp: Inputs, s: Settings, winner: str, copies: dict[str, Workload], stale: tuple[str, ...],
+              state: str) -> Plan:
     local = inp.local
+    held = lease_until(copies[winner])
+    renew = None
+    if held is None or held - inp.now < s.lease_s - s.renew_every_s:
+        renew = inp.now + s.lease_s
     others = tuple(c for c in sorted(copies) if c != winner)
     manager: list = []
     create_job = None
@@ -175,7 +190,9 @@ def _converge(inp: Inputs, winner: str, copies: dict[str, Workload], stale: tupl
     if state not in (k.CHECK_RETRY, k.CHECK_REJECTED) and (state != k.CHECK_READY or local.status.cluster_name != winner):
         manager.insert(0, SetCheck(state=k.CHECK_READY, message=f'The workload was admitted on "{winner}"',
                                    cluster_name=winner))
-    return Plan(delete=others + stale, create_job=create_job, manager=tuple(manager), why=f"admitted on {winner}")
+    return Plan(delete=others + stale, create_job=create_job, manager=tuple(manager),
+                renew_lease=(winner, renew) if renew is not None else None,
+                wake_in=s.renew_every_s, why=f"admitted on {winner}")
 
 
 def _nominate(inp: Inputs, s: Settings, copies: dict[str, Workload], stale: tuple[str, ...], message: str) -> Plan:

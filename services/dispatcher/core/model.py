@@ -28,12 +28,28 @@ def mode_for(dispatcher_name: str) -> Mode:
     return "External"
 
 
+# The manager's lease on a running copy (annotation on the worker's Workload, RFC 3339): the
+# worker-side guard (core/guard.py) stops a copy whose lease ran out, so a worker cut off from its
+# manager stops the job before the manager, workerLostTimeout after losing it, runs it elsewhere.
+LEASE_ANNOTATION = "kq.dev/multikueue-lease-until"
+LEASE_FRACTION = 0.75  # of workerLostTimeout: how far ahead a renewal reaches
+RENEW_FRACTION = 0.125  # of workerLostTimeout: how often a lease is renewed
+
+
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
     origin: str
     worker_lost_timeout_s: float
     mode: Mode = "AllAtOnce"
     round_timeout_s: float = 300.0
     step_size: int = 3
+
+    @property
+    def lease_s(self) -> float:
+        return self.worker_lost_timeout_s * LEASE_FRACTION
+
+    @property
+    def renew_every_s(self) -> float:
+        return self.worker_lost_timeout_s * RENEW_FRACTION
 
 
 class ClusterView(msgspec.Struct, frozen=True, kw_only=True):
@@ -84,6 +100,7 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     delete: tuple[str, ...] = ()  # clusters whose copy (Workload and Job) goes
     create: tuple[str, ...] = ()  # clusters that get a copy of the Workload
     create_job: str | None = None  # the cluster that gets the Job (after the deletes)
+    renew_lease: tuple[str, float] | None = None  # (winner, until): its copy's LEASE_ANNOTATION, before its Job
     manager: tuple[ManagerIntent, ...] = ()
     wake_in: float | None = None  # decide again after this many seconds (timers)
     round_started: float | None = None  # Incremental: a new round began now, nominating `round_nominated`

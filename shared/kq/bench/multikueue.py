@@ -7,8 +7,8 @@ on the manager alone; the MultiKueue pass gives the manager the plan's queues wi
 admission check and every worker the same queues (the manager's quota is the gate, as in Kueue),
 and the Jobs carry spec.managedBy kueue.x-k8s.io/multikueue. Wall time runs from the first
 creation until every manager Workload is finished. Throughout the MultiKueue pass a JobLedger
-watches every worker's Jobs: a Job alive in two workers at the same time, or created twice, is
-reported (and fails the run).
+watches every worker's Jobs: a Job running in two workers at the same time fails the run; Jobs
+created again after the manager evicted them (the mix preempts) are counted.
 """
 
 from __future__ import annotations
@@ -184,8 +184,8 @@ def render(single: PassResult, mk: PassResult, ledger: JobLedger, workers: int, 
         f"throughput through MultiKueue: {ratio * 100:.0f} % of single-cluster (goal >= 50 %); dispatcher {dispatcher}",
         f"job in two workers: {'never' if not ledger.overlaps else f'SEEN {len(ledger.overlaps)} times, e.g. {ledger.overlaps[:3]}'}"
         f" (checked by watching the Jobs of all {workers} workers)",
-        f"every job created exactly once on one worker: "
-        f"{'yes' if not twice and len(ledger.created) == mk.finished else f'NO: {len(ledger.created)} jobs seen, twice: {list(twice.items())[:3]}'}",
+        f"jobs created on a worker: {len(ledger.created)} of {mk.jobs}; created again after the manager evicted "
+        f"them (preemption, as in a single cluster): {len(twice)}",
     ]
     return "\n".join(lines)
 
@@ -197,6 +197,5 @@ async def run_multikueue_bench(plan: BenchPlan, workers: int, *, workdir: Path |
         single = await single_pass(plan, wd, timeout_s, say)
         say(f"multikueue pass: manager + {workers} workers")
         mk, ledger = await multikueue_pass(plan, workers, wd, timeout_s, dispatcher, say)
-    ok = (not single.timed_out and not mk.timed_out and not ledger.overlaps and not ledger.ran_more_than_once()
-          and mk.finished == mk.jobs)
+    ok = not single.timed_out and not mk.timed_out and not ledger.overlaps and mk.finished == mk.jobs
     return render(single, mk, ledger, workers, dispatcher), ok

@@ -7,8 +7,10 @@ from unit.multikueue.mk_builders import SETTINGS, cond, copy, inputs, job, local
 
 from kq.api import constants as k
 from kq.api.core import JobStatus
+from kq.api.kueue import Workload
 from services.dispatcher.core.flow import reconcile
-from services.dispatcher.core.model import ClusterView, Finish, Nominate, SetCheck, SyncJob
+from services.dispatcher.core.guard import expired_copies
+from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Nominate, SetCheck, SyncJob
 
 
 def test_all_at_once_nominates_every_reachable_worker_and_copies_there() -> None:
@@ -137,3 +139,27 @@ def test_no_adapter_or_unmanaged_job_is_rejected() -> None:
 def test_rejected_check_does_nothing() -> None:
     plan = reconcile(inputs(local(state="Rejected"), remotes={"w1": copy()}), SETTINGS)
     assert plan.create == () and plan.delete == () and plan.manager == ()
+
+
+def test_winner_copy_gets_the_managers_lease_renewed_ahead() -> None:
+    inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T)}, jobs={"w1": job()}, now=100.0)
+    plan = reconcile(inp, SETTINGS)  # workerLostTimeout 10s: lease 7.5s ahead, renewed every 1.25s
+    assert plan.renew_lease == ("w1", 107.5) and plan.wake_in == 1.25
+    fresh = copy(admitted_at=T)
+    fresh = replace(fresh, metadata=replace(fresh.metadata, annotations={
+        **fresh.metadata.annotations, LEASE_ANNOTATION: "1970-01-01T00:01:47Z"}))  # 107 s
+    assert reconcile(replace(inp, remotes={"w1": fresh}), SETTINGS).renew_lease is None
+    assert reconcile(replace(inp, remotes={"w1": fresh}, now=101.0), SETTINGS).renew_lease == ("w1", 108.5)
+
+
+def test_guard_stops_only_reserved_copies_whose_lease_ran_out() -> None:
+    def leased(until: str, **kw) -> Workload:  # type: ignore[no-untyped-def]
+        wl = copy(admitted_at=T, **kw)
+        return replace(wl, metadata=replace(wl.metadata, annotations={LEASE_ANNOTATION: until}))
+
+    now = 100.0
+    old, fresh = leased("1970-01-01T00:01:39Z"), leased("1970-01-01T00:01:41Z")
+    done = leased("1970-01-01T00:01:39Z", finished=cond(k.WORKLOAD_FINISHED, reason="Succeeded"))
+    stopped = replace(old, spec=replace(old.spec, active=False))
+    unleased = copy(admitted_at=T)
+    assert expired_copies([old, fresh, done, stopped, unleased], now) == [old]
