@@ -54,6 +54,14 @@ NsName = tuple[str, str]
 _json = msgspec.json.Encoder(order="sorted")
 
 
+async def _all(calls: Any) -> None:
+    """Run the calls concurrently; the first failure is raised once all have ended."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+
+
 def _digest(*parts: Any) -> str:
     return hashlib.sha256(_json.encode(parts)).hexdigest()[:20]
 
@@ -279,10 +287,11 @@ class Term:
 
     async def _apply(self, wl: Workload, rec: ObjectRecord, check: str, plan: Plan, job_rec: ObjectRecord | None) -> None:
         ns, name = wl.metadata.namespace, wl.metadata.name
-        for c in plan.delete:
-            await self._delete_remote(c, ns, name)
-        for c in plan.create:
-            await self._create(c, "workload", ns, msgspec.json.encode(remote_workload(msgspec.json.decode(rec.raw), self.core.origin)))
+        # Deletes (all clusters at once) before creates, and both before the Job.
+        await _all(self._delete_remote(c, ns, name) for c in plan.delete)
+        if plan.create:
+            body = msgspec.json.encode(remote_workload(msgspec.json.decode(rec.raw), self.core.origin))
+            await _all(self._create(c, "workload", ns, body) for c in plan.create)
         if plan.renew_lease is not None:
             await self._renew(plan.renew_lease[0], ns, name, plan.renew_lease[1])
         if plan.create_job is not None and job_rec is not None:
