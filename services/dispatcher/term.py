@@ -62,6 +62,10 @@ async def _all(calls: Any) -> None:
             raise r
 
 
+def _stamp(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
 def _digest(*parts: Any) -> str:
     return hashlib.sha256(_json.encode(parts)).hexdigest()[:20]
 
@@ -290,7 +294,8 @@ class Term:
         # Deletes (all clusters at once) before creates, and both before the Job.
         await _all(self._delete_remote(c, ns, name) for c in plan.delete)
         if plan.create:
-            body = msgspec.json.encode(remote_workload(msgspec.json.decode(rec.raw), self.core.origin))
+            lease = _stamp(time.time() + self.core.lease_s)
+            body = msgspec.json.encode(remote_workload(msgspec.json.decode(rec.raw), self.core.origin, lease))
             await _all(self._create(c, "workload", ns, body) for c in plan.create)
         if plan.renew_lease is not None:
             await self._renew(plan.renew_lease[0], ns, name, plan.renew_lease[1])
@@ -367,9 +372,8 @@ class Term:
         rc = self.remotes.get(cluster)
         if rc is None or rc.client is None or not rc.available:
             return
-        stamp = datetime.fromtimestamp(until, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         try:
-            raw = await rc.client.patch("workload", ns, name, {"metadata": {"annotations": {LEASE_ANNOTATION: stamp}}},
+            raw = await rc.client.patch("workload", ns, name, {"metadata": {"annotations": {LEASE_ANNOTATION: _stamp(until)}}},
                                         patch_type="merge")
         except NotFound:
             return

@@ -15,6 +15,8 @@ from typing import Any
 
 from kq.api import constants as k
 
+from .model import LEASE_ANNOTATION
+
 _JOB_GENERATED_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name",
                          "batch.kubernetes.io/job-name")
 _SERVER_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
@@ -32,10 +34,12 @@ def _meta(meta: dict[str, Any], origin: str, extra_labels: dict[str, str]) -> di
     return out
 
 
-def remote_workload(local: dict[str, Any], origin: str) -> dict[str, Any]:
+def remote_workload(local: dict[str, Any], origin: str, lease_until: str) -> dict[str, Any]:
+    """lease_until: the manager's first lease on the copy (renewed once it wins; see model.LEASE_ANNOTATION)."""
     meta = _meta(local.get("metadata") or {}, origin, {})
     annotations = dict(meta.get("annotations") or {})
     annotations[k.MULTIKUEUE_ORIGIN_UID_ANNOTATION] = (local.get("metadata") or {}).get("uid", "")
+    annotations[LEASE_ANNOTATION] = lease_until
     meta["annotations"] = annotations
     return {"apiVersion": k.KUEUE_API_VERSION, "kind": "Workload", "metadata": meta,
             "spec": copy.deepcopy(local.get("spec") or {})}

@@ -19,7 +19,7 @@ from .model import LEASE_ANNOTATION
 
 
 def expired_copies(workloads: list[Workload], now: float) -> list[Workload]:
-    """Copies (origin label) holding quota whose manager lease has run out, not yet stopped."""
+    """Copies (origin label) running a Job, holding quota, whose manager lease ran out, not yet stopped."""
     out = []
     for wl in workloads:
         if k.MULTIKUEUE_ORIGIN_LABEL not in wl.metadata.labels:
@@ -31,6 +31,8 @@ def expired_copies(workloads: list[Workload], now: float) -> list[Workload]:
             continue
         if not condition_is_true(wl.status.conditions, k.WORKLOAD_QUOTA_RESERVED):
             continue
+        if wl.metadata.controller_ref() is None:
+            continue  # no Job adopted it: nothing runs (only the winning copy ever gets a Job)
         try:
             until = parse_time(text).timestamp()
         except ValueError:

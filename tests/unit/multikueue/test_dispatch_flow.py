@@ -8,6 +8,7 @@ from unit.multikueue.mk_builders import SETTINGS, cond, copy, inputs, job, local
 from kq.api import constants as k
 from kq.api.core import JobStatus
 from kq.api.kueue import Workload
+from kq.api.meta import OwnerReference
 from services.dispatcher.core.flow import reconcile
 from services.dispatcher.core.guard import expired_copies
 from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Nominate, SetCheck, SyncJob
@@ -153,13 +154,17 @@ def test_winner_copy_gets_the_managers_lease_renewed_ahead() -> None:
 
 
 def test_guard_stops_only_reserved_copies_whose_lease_ran_out() -> None:
+    running_job = OwnerReference(api_version="batch/v1", kind="Job", name="j1", uid="rj", controller=True)
+
     def leased(until: str, **kw) -> Workload:  # type: ignore[no-untyped-def]
         wl = copy(admitted_at=T, **kw)
-        return replace(wl, metadata=replace(wl.metadata, annotations={LEASE_ANNOTATION: until}))
+        return replace(wl, metadata=replace(wl.metadata, annotations={LEASE_ANNOTATION: until},
+                                            owner_references=(running_job,)))
 
     now = 100.0
     old, fresh = leased("1970-01-01T00:01:39Z"), leased("1970-01-01T00:01:41Z")
     done = leased("1970-01-01T00:01:39Z", finished=cond(k.WORKLOAD_FINISHED, reason="Succeeded"))
     stopped = replace(old, spec=replace(old.spec, active=False))
     unleased = copy(admitted_at=T)
-    assert expired_copies([old, fresh, done, stopped, unleased], now) == [old]
+    no_job = replace(old, metadata=replace(old.metadata, owner_references=()))  # a copy that did not win
+    assert expired_copies([old, fresh, done, stopped, unleased, no_job], now) == [old]

@@ -79,9 +79,10 @@ def test_copies_carry_origin_and_drop_server_fields() -> None:
     wl = {"metadata": {"name": "w", "namespace": "ns", "uid": "u1", "resourceVersion": "3",
                        "labels": {k.JOB_UID_LABEL: "x", "a": "b"}, "ownerReferences": [{}], "finalizers": ["f"]},
           "spec": {"queueName": "lq"}, "status": {"admission": {}}}
-    out = remote_workload(wl, "mk")
+    out = remote_workload(wl, "mk", "2026-01-01T00:00:00Z")
     assert out["metadata"]["labels"] == {"a": "b", k.MULTIKUEUE_ORIGIN_LABEL: "mk"}
     assert out["metadata"]["annotations"][k.MULTIKUEUE_ORIGIN_UID_ANNOTATION] == "u1"
+    assert out["metadata"]["annotations"]["kq.dev/multikueue-lease-until"] == "2026-01-01T00:00:00Z"
     assert "uid" not in out["metadata"] and "status" not in out and "ownerReferences" not in out["metadata"]
     j = {"metadata": {"name": "j1", "namespace": "ns", "uid": "ju", "labels": {"controller-uid": "ju"}},
          "spec": {"managedBy": k.MULTIKUEUE_MANAGED_BY, "suspend": False, "selector": {"matchLabels": {}},
