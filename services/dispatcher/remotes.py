@@ -51,6 +51,7 @@ class RemoteCluster:
         self.client: KubeClient | None = None
         self.workloads: dict[NsName, Workload] = {}
         self.jobs: dict[NsName, Job] = {}
+        self._job_index: dict[NsName, set[NsName]] = {}  # workload -> its Jobs' keys (may hold stale keys)
         self.log = get_logger("kq.dispatcher.remote", cluster=name)
 
     @property
@@ -58,10 +59,15 @@ class RemoteCluster:
         return f"{MULTIKUEUE_ORIGIN_LABEL}={self.origin}"
 
     def job_for(self, namespace: str, workload: str) -> Job | None:
-        for (ns, _), job in self.jobs.items():
-            if ns == namespace and job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL) == workload:
+        """The Job running this workload's copy (by its prebuilt-workload label)."""
+        for key in self._job_index.get((namespace, workload), ()):
+            job = self.jobs.get(key)
+            if job is not None and job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL) == workload:
                 return job
         return None
+
+    def _index_job(self, job: Job) -> None:
+        self._job_index.setdefault(self._wl_key(job), set()).add((job.metadata.namespace, job.metadata.name))
 
     def _set_state(self, state: ClusterState, available: bool) -> None:
         if self.available and not available:
@@ -129,6 +135,9 @@ class RemoteCluster:
             self.workloads = table
         else:
             self.jobs = table
+            self._job_index = {}
+            for job in table.values():
+                self._index_job(job)
         if self.available:
             self.on_change(self.name, touched)
         return rv
@@ -153,6 +162,8 @@ class RemoteCluster:
                         table.pop(key, None)
                     else:
                         table[key] = obj
+                        if kind == "job":
+                            self._index_job(obj)
                     self.on_change(self.name, self._keys(kind, [obj]))
             except Gone:
                 rv = await self._relist(kind)
@@ -162,6 +173,8 @@ class RemoteCluster:
         obj = decode_object(kind, raw)
         table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs
         table[(obj.metadata.namespace, obj.metadata.name)] = obj
+        if kind == "job":
+            self._index_job(obj)
 
     def forget(self, kind: str, namespace: str, name: str) -> None:
         table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs

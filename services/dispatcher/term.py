@@ -294,7 +294,7 @@ class Term:
         # Deletes (all clusters at once) before creates, and both before the Job.
         await _all(self._delete_remote(c, ns, name) for c in plan.delete)
         if plan.create:
-            lease = _stamp(time.time() + self.core.lease_s)
+            lease = _stamp(time.time() + self.core.lease_s) if self.core.lease_enabled else None
             body = msgspec.json.encode(remote_workload(msgspec.json.decode(rec.raw), self.core.origin, lease))
             await _all(self._create(c, "workload", ns, body) for c in plan.create)
         if plan.renew_lease is not None:

@@ -132,7 +132,8 @@ async def test_lost_worker_stops_its_copy_before_the_job_runs_elsewhere(tmp_path
 
     from kq.kube import REMOTE_USER_AGENT
 
-    config = {"multiKueue": {"gcInterval": "1s", "origin": "mk", "workerLostTimeout": "4s"}}
+    # 16 s: the shortest workerLostTimeout with a lease (core/model.py LEASE_MIN_TIMEOUT_S).
+    config = {"multiKueue": {"gcInterval": "1s", "origin": "mk", "workerLostTimeout": "16s"}}
     async with Stack(tmp_path / "stack", kueue_config=config, log_level="warning") as stack:
         clients = {c: await KubeClient.from_kubeconfig(stack.kubeconfig(c)) for c in ("manager", "worker-1", "worker-2")}
         try:
@@ -141,7 +142,7 @@ async def test_lost_worker_stops_its_copy_before_the_job_runs_elsewhere(tmp_path
                     await _create(client, obj)
             async with JobLedger({c: clients[c] for c in ("worker-1", "worker-2")}) as ledger:
                 job = _job(0)
-                job["spec"]["template"]["metadata"]["annotations"]["kq.dev/runtime"] = "60s"
+                job["spec"]["template"]["metadata"]["annotations"]["kq.dev/runtime"] = "120s"
                 await _create(clients["manager"], job)
 
                 async def running_on() -> str:

@@ -34,12 +34,13 @@ def _meta(meta: dict[str, Any], origin: str, extra_labels: dict[str, str]) -> di
     return out
 
 
-def remote_workload(local: dict[str, Any], origin: str, lease_until: str) -> dict[str, Any]:
+def remote_workload(local: dict[str, Any], origin: str, lease_until: str | None) -> dict[str, Any]:
     """lease_until: the manager's first lease on the copy (renewed once it wins; see model.LEASE_ANNOTATION)."""
     meta = _meta(local.get("metadata") or {}, origin, {})
     annotations = dict(meta.get("annotations") or {})
     annotations[k.MULTIKUEUE_ORIGIN_UID_ANNOTATION] = (local.get("metadata") or {}).get("uid", "")
-    annotations[LEASE_ANNOTATION] = lease_until
+    if lease_until is not None:
+        annotations[LEASE_ANNOTATION] = lease_until
     meta["annotations"] = annotations
     return {"apiVersion": k.KUEUE_API_VERSION, "kind": "Workload", "metadata": meta,
             "spec": copy.deepcopy(local.get("spec") or {})}

@@ -176,7 +176,7 @@ def _converge(inp: Inputs, s: Settings, winner: str, copies: dict[str, Workload]
     local = inp.local
     held = lease_until(copies[winner])
     renew = None
-    if held is None or held - inp.now < s.lease_s - s.renew_every_s:
+    if s.lease_enabled and (held is None or held - inp.now < s.lease_s - s.renew_every_s):
         renew = inp.now + s.lease_s
     others = tuple(c for c in sorted(copies) if c != winner)
     manager: list = []
@@ -192,7 +192,7 @@ def _converge(inp: Inputs, s: Settings, winner: str, copies: dict[str, Workload]
                                    cluster_name=winner))
     return Plan(delete=others + stale, create_job=create_job, manager=tuple(manager),
                 renew_lease=(winner, renew) if renew is not None else None,
-                wake_in=s.renew_every_s, why=f"admitted on {winner}")
+                wake_in=s.renew_every_s if s.lease_enabled else None, why=f"admitted on {winner}")
 
 
 def _nominate(inp: Inputs, s: Settings, copies: dict[str, Workload], stale: tuple[str, ...], message: str) -> Plan:

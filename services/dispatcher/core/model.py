@@ -34,6 +34,9 @@ def mode_for(dispatcher_name: str) -> Mode:
 LEASE_ANNOTATION = "kq.dev/multikueue-lease-until"
 LEASE_FRACTION = 0.75  # of workerLostTimeout: how far ahead a renewal reaches
 RENEW_FRACTION = 0.125  # of workerLostTimeout: how often a lease is renewed
+# Below this workerLostTimeout there is no lease (Kueue's plain semantics): renewals would come
+# faster than every 2 s, a write load that never lets a worker's API go quiet.
+LEASE_MIN_TIMEOUT_S = 16.0
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -42,6 +45,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     mode: Mode = "AllAtOnce"
     round_timeout_s: float = 300.0
     step_size: int = 3
+
+    @property
+    def lease_enabled(self) -> bool:
+        return self.worker_lost_timeout_s >= LEASE_MIN_TIMEOUT_S
 
     @property
     def lease_s(self) -> float:

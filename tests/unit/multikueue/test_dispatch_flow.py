@@ -144,13 +144,15 @@ def test_rejected_check_does_nothing() -> None:
 
 def test_winner_copy_gets_the_managers_lease_renewed_ahead() -> None:
     inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T)}, jobs={"w1": job()}, now=100.0)
-    plan = reconcile(inp, SETTINGS)  # workerLostTimeout 10s: lease 7.5s ahead, renewed every 1.25s
-    assert plan.renew_lease == ("w1", 107.5) and plan.wake_in == 1.25
+    assert reconcile(inp, SETTINGS).renew_lease is None  # workerLostTimeout 10s: too short for a lease
+    s = replace(SETTINGS, worker_lost_timeout_s=16.0)  # lease 12 s ahead, renewed every 2 s
+    plan = reconcile(inp, s)
+    assert plan.renew_lease == ("w1", 112.0) and plan.wake_in == 2.0
     fresh = copy(admitted_at=T)
     fresh = replace(fresh, metadata=replace(fresh.metadata, annotations={
-        **fresh.metadata.annotations, LEASE_ANNOTATION: "1970-01-01T00:01:47Z"}))  # 107 s
-    assert reconcile(replace(inp, remotes={"w1": fresh}), SETTINGS).renew_lease is None
-    assert reconcile(replace(inp, remotes={"w1": fresh}, now=101.0), SETTINGS).renew_lease == ("w1", 108.5)
+        **fresh.metadata.annotations, LEASE_ANNOTATION: "1970-01-01T00:01:51Z"}))  # 111 s
+    assert reconcile(replace(inp, remotes={"w1": fresh}), s).renew_lease is None
+    assert reconcile(replace(inp, remotes={"w1": fresh}, now=101.5), s).renew_lease == ("w1", 113.5)
 
 
 def test_guard_stops_only_reserved_copies_whose_lease_ran_out() -> None:
