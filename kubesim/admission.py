@@ -136,18 +136,32 @@ def _validate_pod_update(rt: ResourceType, old: Mapping[str, Any], new: dict[str
                       "(only removals) or scheduling directives of a gated pod")
     old_tol, new_tol = o.get("tolerations") or [], n.get("tolerations") or []
     if any(t not in new_tol for t in old_tol):
-        raise invalid(rt, name, "spec.tolerations", new_tol, "existing toleration can not be modified except its tolerationSeconds")
+        raise invalid(
+            rt,
+            name,
+            "spec.tolerations",
+            new_tol,
+            "existing toleration can not be modified except its tolerationSeconds",
+        )
     if o.get("nodeName") and n.get("nodeName") != o.get("nodeName"):
         raise invalid(rt, name, "spec.nodeName", n.get("nodeName"), "field is immutable")
     old_gates = [g.get("name") for g in o.get("schedulingGates") or []]
     new_gates = [g.get("name") for g in n.get("schedulingGates") or []]
     added = [g for g in new_gates if g not in old_gates]
     if added:
-        raise invalid(rt, name, "spec.schedulingGates", added[0], "only deletion is allowed, but found new scheduling gate")
+        raise invalid(
+            rt, name, "spec.schedulingGates", added[0], "only deletion is allowed, but found new scheduling gate"
+        )
     gated = bool(old_gates)
     old_sel, new_sel = o.get("nodeSelector") or {}, n.get("nodeSelector") or {}
     if old_sel != new_sel and (not gated or any(new_sel.get(k) != v for k, v in old_sel.items())):
-        raise invalid(rt, name, "spec.nodeSelector", new_sel, "only additions to nodeSelector are allowed, and only while the pod has scheduling gates")
+        raise invalid(
+            rt,
+            name,
+            "spec.nodeSelector",
+            new_sel,
+            "only additions to nodeSelector are allowed, and only while the pod has scheduling gates",
+        )
     if o.get("affinity") != n.get("affinity") and not gated:
         raise invalid(rt, name, "spec.affinity", "", "field is immutable once the pod has no scheduling gates")
 

@@ -196,7 +196,9 @@ class ApiServer:
         if current:
             raise conflict(PODS, t.name or "", f"pod {t.name} is already assigned to node \"{current}\"")
         cluster.store.modify(PODS, t.ns or "", t.name or "", lambda p: p["spec"].__setitem__("nodeName", node))
-        return _json(_encode({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}), 201)
+        return _json(
+            _encode({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}), 201
+        )
 
     # --- list ---
 
@@ -208,7 +210,9 @@ class ApiServer:
         token = q.get("continue")
         if token:
             rv, start = _decode_continue(token)
-            entries = [e for e in entries if (e.obj["metadata"].get("namespace", ""), e.obj["metadata"]["name"]) > start]
+            entries = [
+                e for e in entries if (e.obj["metadata"].get("namespace", ""), e.obj["metadata"]["name"]) > start
+            ]
         try:
             limit = int(q.get("limit") or 0)
         except ValueError:

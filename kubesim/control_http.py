@@ -1,6 +1,7 @@
 """The control API under /kubesim/: scenario hooks and faults, outside the cluster prefixes.
 
-    GET    /kubesim/state                       {"clusters": {c: {resourceVersion, msSinceLastChange, pendingTimers, ...}}}
+    GET    /kubesim/state                       {"clusters": {c: {resourceVersion, msSinceLastChange,
+                                                                  pendingTimers, ...}}}
     GET    /kubesim/clusters/{c}/kubeconfig     the cluster's kubeconfig (YAML)
     POST   /kubesim/clusters/{c}/finish         {"namespace", "name", "succeeded": true|false}
     POST   /kubesim/clusters/{c}/pods           {"namespace", "name", "ready": bool} | {..., "neverReady": true}

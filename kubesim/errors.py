@@ -80,7 +80,9 @@ def already_exists(rt: ResourceType, name: str) -> ApiError:
 
 def conflict(rt: ResourceType, name: str, why: str | None = None) -> ApiError:
     why = why or "the object has been modified; please apply your changes to the latest version and try again"
-    return ApiError(409, f'Operation cannot be fulfilled on {qualified(rt)} "{name}": {why}', details=_details(rt, name))
+    return ApiError(
+        409, f'Operation cannot be fulfilled on {qualified(rt)} "{name}": {why}', details=_details(rt, name)
+    )
 
 
 def invalid(rt: ResourceType, name: str, field: str, value: Any, detail: str) -> ApiError:

@@ -81,7 +81,9 @@ def _job_pods(cluster: Cluster, rt: ResourceType, e: Entry) -> list[Entry]:
     uid = e.obj["metadata"]["uid"]
     if rt is JOBS:
         return pods_of_job(cluster.store, uid)
-    return [p for job in owned(cluster.store, uid, JOBS) for p in pods_of_job(cluster.store, job.obj["metadata"]["uid"])]
+    return [
+        p for job in owned(cluster.store, uid, JOBS) for p in pods_of_job(cluster.store, job.obj["metadata"]["uid"])
+    ]
 
 
 def finish(clusters: Mapping[str, Cluster], cname: str, ns: str, name: str, succeeded: bool) -> dict[str, Any]:

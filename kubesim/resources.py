@@ -56,7 +56,15 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("", "v1", "namespaces", "Namespace", False, status=True, short_names=("ns",)),
     ResourceType("", "v1", "nodes", "Node", False, status=True, keep_status_on_create=True, short_names=("no",)),
     ResourceType(
-        "", "v1", "pods", "Pod", True, status=True, short_names=("po",), categories=("all",), extra_subresources=("binding",)
+        "",
+        "v1",
+        "pods",
+        "Pod",
+        True,
+        status=True,
+        short_names=("po",),
+        categories=("all",),
+        extra_subresources=("binding",),
     ),
     ResourceType("", "v1", "secrets", "Secret", True),
     ResourceType("", "v1", "configmaps", "ConfigMap", True, short_names=("cm",)),
@@ -67,8 +75,13 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True),
     ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", False, short_names=("pc",)),
     ResourceType(
-        "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False,
-        status=True, short_names=("crd", "crds"),
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        False,
+        status=True,
+        short_names=("crd", "crds"),
     ),
     # batch/v1
     ResourceType("batch", "v1", "jobs", "Job", True, status=True, categories=("all",)),

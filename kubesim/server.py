@@ -51,8 +51,14 @@ class KubeSim:
         # One PRNG per process, seeded (generated names and uids); seed=None draws a fresh seed.
         self.rng = random.Random(seed if seed is not None else random.SystemRandom().getrandbits(64))
         self.clusters: dict[str, Cluster] = {
-            name: Cluster(name, rng=self.rng, ready_delay_s=ready_delay_s, sleep_scale=sleep_scale, history_size=history_size,
-                          watch_buffer=watch_buffer)
+            name: Cluster(
+                name,
+                rng=self.rng,
+                ready_delay_s=ready_delay_s,
+                sleep_scale=sleep_scale,
+                history_size=history_size,
+                watch_buffer=watch_buffer,
+            )
             for name in clusters
         }
         self._bookmark_s = bookmark_interval_s

@@ -11,6 +11,7 @@ listeners (the controllers) are called synchronously and must only enqueue work.
 
 from __future__ import annotations
 
+import builtins
 import random
 import time
 import uuid
@@ -128,13 +129,13 @@ class Store:
         e = self.find(rt, key[1], key[2])
         return (rt, e) if e is not None else None
 
-    def dependents(self, owner_uid: str) -> list[Key]:
+    def dependents(self, owner_uid: str) -> builtins.list[Key]:
         return sorted(self._dependents.get(owner_uid, ()))
 
     def namespace_is_empty(self, ns: str) -> bool:
         return not any(self._data[r.key].get(ns) for r in RESOURCES if r.namespaced)
 
-    def namespace_contents(self, ns: str) -> list[tuple[ResourceType, Entry]]:
+    def namespace_contents(self, ns: str) -> builtins.list[tuple[ResourceType, Entry]]:
         return [(r, e) for r in RESOURCES if r.namespaced for e in self.list(r, ns)]
 
     def subscribe(self, rt: ResourceType, fn: Listener) -> None:
@@ -217,7 +218,9 @@ class Store:
         """The object with apiVersion and kind checked and first, as the API server writes them."""
         av, kind = obj.get("apiVersion"), obj.get("kind")
         if av is not None and av != rt.api_version:
-            raise bad_request(f"the API version in the data ({av}) does not match the expected API version ({rt.api_version})")
+            raise bad_request(
+                f"the API version in the data ({av}) does not match the expected API version ({rt.api_version})"
+            )
         if kind is not None and kind != rt.kind:
             raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
         out = {"apiVersion": rt.api_version, "kind": rt.kind}
@@ -279,7 +282,9 @@ class Store:
             accepted = "application/json-patch+json, application/merge-patch+json"
             if not rt.custom:
                 accepted += ", application/strategic-merge-patch+json"
-            raise ApiError(415, f"the body of the request was in an unknown format - accepted media types include: {accepted}")
+            raise ApiError(
+                415, f"the body of the request was in an unknown format - accepted media types include: {accepted}"
+            )
         old = self.get(rt, ns, name)
         try:
             doc = _decode(body)
@@ -320,7 +325,9 @@ class Store:
         obj = self._typed(rt, obj)
         meta = require_map(obj.setdefault("metadata", {}), "metadata")
         if meta.get("name", name) != name:
-            raise bad_request(f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})")
+            raise bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
         if rt.namespaced and meta.get("namespace", ns) != ns:
             raise bad_request("the namespace of the provided object does not match the namespace sent on the request")
         prev = old.obj

@@ -7,6 +7,7 @@ The point is to catch what a real cluster would refuse (an upper-case name, a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from kubesim.errors import ApiError, bad_request, invalid
@@ -55,28 +56,33 @@ def _check_key(rt: ResourceType, name: str, field: str, key: Any) -> None:
                       "with an optional DNS subdomain prefix and '/'")
 
 
+def _check_label_value(rt: ResourceType, name: str, value: str) -> None:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise invalid(rt, name, "metadata.labels", value, "a valid label must be an empty string or consist of "
+                      "alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                      "alphanumeric character (at most 63 characters)")
+
+
+def _check_string_map(
+    rt: ResourceType, name: str, field: str, m: Any, check_value: Callable[[ResourceType, str, str], None] | None
+) -> None:
+    """A map of qualified-name keys to strings (labels, annotations); each entry checked in turn."""
+    if m is None:
+        return
+    if not isinstance(m, dict):
+        raise bad_request(f"{field} must be a map of strings")
+    for k, v in m.items():
+        _check_key(rt, name, field, k)
+        if not isinstance(v, str):
+            raise bad_request(f"{field}[{k}]: value must be a string, got {type(v).__name__}")
+        if check_value is not None:
+            check_value(rt, name, v)
+
+
 def check_metadata(rt: ResourceType, name: str, meta: dict[str, Any]) -> None:
     """Labels, annotations, finalizers and ownerReferences must have the Kubernetes shapes."""
-    labels = meta.get("labels")
-    if labels is not None:
-        if not isinstance(labels, dict):
-            raise bad_request("metadata.labels must be a map of strings")
-        for k, v in labels.items():
-            _check_key(rt, name, "metadata.labels", k)
-            if not isinstance(v, str):
-                raise bad_request(f"metadata.labels[{k}]: value must be a string, got {type(v).__name__}")
-            if len(v) > 63 or not _LABEL_VALUE.match(v):
-                raise invalid(rt, name, "metadata.labels", v, "a valid label must be an empty string or consist of "
-                              "alphanumeric characters, '-', '_' or '.', and must start and end with an "
-                              "alphanumeric character (at most 63 characters)")
-    annotations = meta.get("annotations")
-    if annotations is not None:
-        if not isinstance(annotations, dict):
-            raise bad_request("metadata.annotations must be a map of strings")
-        for k, v in annotations.items():
-            _check_key(rt, name, "metadata.annotations", k)
-            if not isinstance(v, str):
-                raise bad_request(f"metadata.annotations[{k}]: value must be a string, got {type(v).__name__}")
+    _check_string_map(rt, name, "metadata.labels", meta.get("labels"), _check_label_value)
+    _check_string_map(rt, name, "metadata.annotations", meta.get("annotations"), None)
     finalizers = meta.get("finalizers")
     if finalizers is not None and (
         not isinstance(finalizers, list) or not all(isinstance(f, str) and f for f in finalizers)
@@ -93,7 +99,9 @@ def check_metadata(rt: ResourceType, name: str, meta: dict[str, Any]) -> None:
                 if not isinstance(ref.get(field), str) or not ref[field]:
                     raise invalid(rt, name, f"metadata.ownerReferences[{i}].{field}", ref.get(field), "required")
         if sum(1 for ref in owners if ref.get("controller")) > 1:
-            raise invalid(rt, name, "metadata.ownerReferences", "", "Only one reference can have Controller set to true")
+            raise invalid(
+                rt, name, "metadata.ownerReferences", "", "Only one reference can have Controller set to true"
+            )
 
 
 def require_map(value: Any, field: str) -> dict[str, Any]:

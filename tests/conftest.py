@@ -1,4 +1,5 @@
-"""Fixtures shared by every test: a real nats-server for the session, a clean JetStream per test."""
+"""Fixtures shared by every test: a real nats-server for the session, a clean JetStream per test, and
+kubesim with its clients (support/kubesim_fixtures.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from kq.runtime import Bus, delete_all_streams
 _TESTS = os.path.dirname(os.path.abspath(__file__))
 if _TESTS not in sys.path:
     sys.path.insert(0, _TESTS)
+
+pytest_plugins = ["support.kubesim_fixtures"]
 
 
 @pytest.fixture(scope="session")

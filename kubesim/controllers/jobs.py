@@ -199,7 +199,7 @@ class JobController:
             annotations[INDEX_KEY] = str(index)
             prefix = f"{meta['name']}-{index}-"
             pod_spec.setdefault("hostname", f"{meta['name']}-{index}")
-        pod = {
+        pod: dict[str, Any] = {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {

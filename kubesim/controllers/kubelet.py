@@ -219,9 +219,3 @@ def _sleep_seconds(container: Mapping[str, Any]) -> float | None:
     if not m:
         return None
     return float(m.group(1)) * {None: 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
-    try:
-        return parse_duration(text)
-    except ValueError:
-        log.warning("kubesim: pod %s/%s: bad %s %r; it runs until told",
-                    pod["metadata"].get("namespace"), pod["metadata"]["name"], RUNTIME_ANNOTATION, text)
-        return None

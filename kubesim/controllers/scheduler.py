@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kq.quantity import QuantityError, to_milli
-
 from kubesim.controllers.conditions import set_condition
 from kubesim.controllers.ownership import is_terminal
 from kubesim.controllers.workqueue import WorkQueue
@@ -168,7 +167,7 @@ class Scheduler:
         # Higher priority first, then older first, as the scheduling queue orders them.
         pods.sort(key=lambda e: (-int(e.obj.get("spec", {}).get("priority") or 0),
                                  e.obj["metadata"].get("creationTimestamp", ""), e.rv))
-        nodes = [n.obj for n in self._store.list(NODES)]
+        nodes: list[Mapping[str, Any]] = [n.obj for n in self._store.list(NODES)]
         for e in pods:
             pod = e.obj
             key = (pod["metadata"]["namespace"], pod["metadata"]["name"])

@@ -18,9 +18,9 @@ from kq.messages import CommandOutcome, outcome_decoder
 from kq.mirror import MirrorRecordError, decode_marker, decode_record
 from kq.runtime import Bus, Delivery, OutMsg, PermanentError
 from services.admission.core.validation import InvalidEvent
-from services.admission.inputs import InputError
-from services.admission.outputs import Outgoing
-from services.admission.partition import LostLeadership, Partition
+from services.admission.plan.inputs import InputError
+from services.admission.plan.outputs import Outgoing
+from services.admission.plan.partition import LostLeadership, Partition
 
 _SYNC_PREFIX = f"{subjects.PREFIX}.sync."
 

@@ -17,37 +17,28 @@ code (kq.runtime.lead) cancels it at once when the lease is lost.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-import msgspec
 from nats.js.errors import NotFoundError
 
 from kq import subjects
+from kq.config import AdmissionTermConfig
 from kq.messages import CommandOutcome
 from kq.obs import get_logger
 from kq.runtime import Bus, OutMsg
 from services.admission.core.decisions import CycleResult
 from services.admission.core.model import SchedulerConfig
 from services.admission.handlers import Inputs, missing_sync, publish
-from services.admission.inputs import NEEDED_KINDS
-from services.admission.outputs import WRITER, Outgoing, fence_command
-from services.admission.partition import LostLeadership, Partition
+from services.admission.plan.inputs import NEEDED_KINDS
+from services.admission.plan.outputs import WRITER, Outgoing, fence_command
+from services.admission.plan.partition import LostLeadership, Partition
 
 T = TypeVar("T")
 
 
-class TermSettings(msgspec.Struct, frozen=True, kw_only=True):
-    # Cycles in a row before publishing and letting inputs in. 0: one cycle per round, so its
-    # decisions go out at once and the next cycle sees what came in meanwhile (fewer stale decisions).
-    max_round_s: float = 0.0
-    spin_guard_s: float = 0.05  # wait between cycles that decide nothing while the core says "work"
-    fence_poll_s: float = 0.02  # how often to look whether the fence left KQ_CMD
-    replay_batch: int = 1000
-    progress_log_s: float = 10.0  # while waiting to start deciding, say what for this often
-    status_interval_s: float = 0.5  # queue statuses at most this often while busy (see Partition)
-    pending_interval_s: float = 0.25  # a workload's pending condition at most this often (see PendingPacer)
+# The `admission.term:` section of kq's config file (kq.config.AdmissionTermConfig).
+TermSettings = AdmissionTermConfig
 
 
 def mirror_filters(clusters: tuple[str, ...]) -> list[str]:
@@ -67,6 +58,7 @@ class LeaderTerm:
         self.clusters = clusters
         self.epoch = epoch
         self.settings = settings
+        self.clock = bus.clock  # the one clock (kq.clock): tests drive the term on fake time
         self.partitions = {c: Partition(c, epoch, config, settings.status_interval_s, settings.pending_interval_s)
                            for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
@@ -82,7 +74,7 @@ class LeaderTerm:
                                    self.inputs.on_outcome, deliver="last_per_subject")
         mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters), self.inputs.on_object,
                                  deliver="last_per_subject", batch=self.settings.replay_batch)
-        t0 = time.monotonic()
+        t0 = self.clock.monotonic()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(outcomes.run(), name="admission:outcomes")
             await self._until(outcomes.caught_up.wait(), lambda: "outcomes replay to catch up")
@@ -92,10 +84,10 @@ class LeaderTerm:
                               lambda: f"sync markers of {missing_sync(self.partitions.values())}")
             for p in self.partitions.values():
                 p.mark_rebuilt()
-            self.log.info("state rebuilt", objects=mirror.handled, seconds=round(time.monotonic() - t0, 3))
+            self.log.info("state rebuilt", objects=mirror.handled, seconds=round(self.clock.monotonic() - t0, 3))
             await self._fence()
             self.bus.mark_ready()
-            self.log.info("deciding", clusters=list(self.clusters), seconds=round(time.monotonic() - t0, 3))
+            self.log.info("deciding", clusters=list(self.clusters), seconds=round(self.clock.monotonic() - t0, 3))
             await self._decide()
 
     async def _until(self, aw: Awaitable[T], what: str | Callable[[], str]) -> T:
@@ -135,7 +127,7 @@ class LeaderTerm:
                 await self.bus.js.get_msg(subjects.COMMANDS_STREAM, seq=seq)
             except NotFoundError:
                 return
-            await asyncio.sleep(self.settings.fence_poll_s)
+            await self.clock.sleep(self.settings.fence_poll_s)
 
     # --- 4. decide -----------------------------------------------------------------------------------
 
@@ -149,21 +141,21 @@ class LeaderTerm:
             commands: list[Outgoing] = []
             events: list[Outgoing] = []
             produced = more = False
-            deadline = time.monotonic() + self.settings.max_round_s
+            deadline = self.clock.monotonic() + self.settings.max_round_s
             for p in parts:
                 results: list[CycleResult] = []
-                while p.wants_cycle(now := time.time()):
+                while p.wants_cycle(now := self.clock.now()):
                     result = p.cycle(now)
                     if result.empty():
                         break  # nothing came of it: do not spin on this partition
                     results.append(result)
-                    if time.monotonic() >= deadline:
+                    if self.clock.monotonic() >= deadline:
                         break
-                more = more or p.wants_cycle(time.time())
-                if not results and not p.has_due(time.time()):
+                more = more or p.wants_cycle(self.clock.now())
+                if not results and not p.has_due(self.clock.now()):
                     continue
                 produced = produced or bool(results)
-                outputs, errors = p.plan(results, time.time())
+                outputs, errors = p.plan(results, self.clock.now())
                 for err in errors:
                     self.log.error("decision not published", cluster=p.cluster, error=err)
                 commands += outputs.commands
@@ -177,10 +169,7 @@ class LeaderTerm:
 
     async def _wait_for_work(self, parts: list[Partition], spin_guard: bool) -> None:
         wakeups = [at for p in parts if (at := p.next_wakeup()) is not None]
-        timeout = max(0.0, min(wakeups) - time.time()) if wakeups else None
+        timeout = max(0.0, min(wakeups) - self.clock.now()) if wakeups else None
         if spin_guard:
             timeout = self.settings.spin_guard_s if timeout is None else min(timeout, self.settings.spin_guard_s)
-        try:
-            await asyncio.wait_for(self.inputs.changed.wait(), timeout)
-        except asyncio.TimeoutError:
-            pass
+        await self.clock.wait(self.inputs.changed, timeout)

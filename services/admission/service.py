@@ -9,29 +9,22 @@ Health: "standby" while waiting for the lease, "starting" while rebuilding and f
 
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 
 import msgspec
 
-from kq.config import Config, ConfigError
+from kq.config import AdmissionConfig, Config, ConfigError
 from kq.obs import get_logger
 from kq.runtime import Bus, Lease, lead
 from services.admission.core.model import SchedulerConfig
-from services.admission.leader import LeaderTerm, TermSettings
+from services.admission.leader import LeaderTerm
 
 SERVICE = "admission"
 
 
-class AdmissionSettings(msgspec.Struct, frozen=True, kw_only=True):
-    """The service's own knobs (kq.config has no admission section); tests pass their own."""
-
-    lease_partition: str = "default"
-    lease_ttl_s: int = 5  # a killed leader is replaced within about this long
-    restart_backoff_s: float = 0.5  # after a term failed, before standing for the lease again
-    restart_backoff_max_s: float = 10.0
-    term: TermSettings = TermSettings()
+# The `admission:` section of kq's config file; tests pass their own.
+AdmissionSettings = AdmissionConfig
 
 
 def scheduler_config(config: Config) -> SchedulerConfig:
@@ -42,6 +35,7 @@ def scheduler_config(config: Config) -> SchedulerConfig:
         raw["fair_sharing"] = {"preemption_strategies": list(k.fair_sharing.preemption_strategies)}
     if k.wait_for_pods_ready is not None:
         raw["requeuing_timestamp"] = k.wait_for_pods_ready.requeuing_strategy.timestamp
+        raw["block_admission"] = k.wait_for_pods_ready.enable and k.wait_for_pods_ready.block_admission
     try:
         return msgspec.convert(raw, SchedulerConfig)
     except msgspec.ValidationError as e:
@@ -55,13 +49,13 @@ def _why(e: BaseException) -> str:
 
 
 async def main(bus: Bus, config: Config, settings: AdmissionSettings | None = None) -> None:
-    settings = settings or AdmissionSettings()
+    settings = settings or config.admission
     clusters = tuple(c.name for c in config.clusters)
     if not clusters:
         raise ConfigError("admission: no clusters configured (config `clusters`)")
     sched = scheduler_config(config)
     holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
-    lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s)
+    lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s, clock=bus.clock)
     log = get_logger("kq.admission", instance=config.instance)
 
     async def term(epoch: int) -> None:
@@ -79,5 +73,5 @@ async def main(bus: Bus, config: Config, settings: AdmissionSettings | None = No
             return  # a term never ends on its own; only if it did
         except Exception as e:  # noqa: BLE001 - the term's end is reported, then we stand again
             log.warning("term ended; standing for the lease again", epoch=lease.epoch, reason=_why(e))
-        await asyncio.sleep(backoff)
+        await bus.clock.sleep(backoff)
         backoff = min(backoff * 2, settings.restart_backoff_max_s)

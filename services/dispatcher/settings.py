@@ -8,6 +8,8 @@ from kq.config import Config, ConfigError, duration_seconds
 from services.dispatcher.core.model import Settings, mode_for
 
 KQ_NAMESPACE = "kq-system"  # where the manager's kq keeps the workers' kubeconfig Secrets
+DEFAULT_STEP_SIZE = 3  # Kueue's incremental dispatcher: workers nominated per round
+DEFAULT_ROUND_TIMEOUT = "5m"  # ... and how long a round lasts (Kueue hard-codes it)
 
 
 class DispatcherSettings(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,10 +29,9 @@ def core_settings(config: Config) -> Settings:
         if mk is None:
             return Settings(origin="multikueue", worker_lost_timeout_s=900.0)
         inc = mk.incremental_dispatcher_config
-        if inc.step_size < 1:
-            raise ConfigError(f"kueue.multiKueue.incrementalDispatcherConfig.stepSize: want >= 1, got {inc.step_size}")
+        step = inc.step_size if inc is not None and inc.step_size is not None else DEFAULT_STEP_SIZE
+        rnd = inc.round_timeout if inc is not None and inc.round_timeout is not None else DEFAULT_ROUND_TIMEOUT
         return Settings(origin=mk.origin, worker_lost_timeout_s=duration_seconds(mk.worker_lost_timeout),
-                        mode=mode_for(mk.dispatcher_name), round_timeout_s=duration_seconds(inc.round_timeout),
-                        step_size=inc.step_size)
+                        mode=mode_for(mk.dispatcher_name), round_timeout_s=duration_seconds(rnd), step_size=step)
     except ConfigError as e:
         raise ConfigError(f"kueue.multiKueue: {e}") from None

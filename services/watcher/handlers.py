@@ -21,14 +21,14 @@ from typing import Any
 import msgspec
 
 from kq import subjects
-from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled
-from kq.messages import Command, CommandOutcome, Fence, command_decoder
+from kq.clock import rfc3339_seconds
+from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled, retry_delay
+from kq.messages import Command, CommandOutcome, Fence, command_decoder, outcome_of
 from kq.obs import get_logger
-from kq.runtime import Bus, Delivery, OutMsg, PermanentError, TemporaryError
+from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Place, TemporaryError
 from services.watcher.apply import apply_action, read
-from services.watcher.clock import now_rfc3339
 from services.watcher.core.commands import STALE_EPOCH, plan_command, target_ref
-from services.watcher.core.writes import Refusal, Skip
+from services.watcher.core.writes import Refusal, Skip, Write
 from services.watcher.objects import ClusterObjects
 
 
@@ -45,9 +45,9 @@ class CommandExecutor:
         self.objects = objects
         self.max_replans = max_replans
         self.epochs: dict[str, int] = {}  # writer -> newest epoch seen
-        self._sem = asyncio.Semaphore(concurrency)
-        # Per target object, the end of its newest group (results: what blocked it, or None).
-        self._tails: dict[Any, asyncio.Future[BaseException | None]] = {}
+        # API writes at most `concurrency` at a time; per target object, one group after another,
+        # each handing the next what blocked it (None: nothing).
+        self._writes: KeyedExecutor[BaseException] = KeyedExecutor(concurrency)
         self.log = get_logger("kq.watcher.commands", cluster=cluster)
 
     # --- epochs survive a restart through the outcomes we published ---
@@ -85,7 +85,9 @@ class CommandExecutor:
                 results[i] = PermanentError(f"{d.subject}: not a command: {e}")
                 continue
             if cmd.cluster != self.cluster:
-                results[i] = PermanentError(f"{d.subject}: command for cluster {cmd.cluster!r} on {self.cluster!r}'s subject")
+                results[i] = PermanentError(
+                    f"{d.subject}: command for cluster {cmd.cluster!r} on {self.cluster!r}'s subject"
+                )
                 continue
             seen = running.get(cmd.writer, 0)
             running[cmd.writer] = max(seen, cmd.epoch)
@@ -93,23 +95,14 @@ class CommandExecutor:
             groups.setdefault(ref, []).append((i, cmd, seen))
         # Per object, a group waits for the same object's group of an earlier batch; if that one
         # left a command to retry, this one's commands are retried too, so none overtakes it.
-        chained: list[tuple[Any, list[tuple[int, Command, int]], asyncio.Future[BaseException | None] | None,
-                            asyncio.Future[BaseException | None]]] = []
-        loop = asyncio.get_running_loop()
-        for ref, items in groups.items():
-            done: asyncio.Future[BaseException | None] = loop.create_future()
-            chained.append((ref, items, self._tails.get(ref), done))
-            self._tails[ref] = done
+        lined_up = [(items, self._writes.line_up(ref)) for ref, items in groups.items()]
 
-        async def run_group(ref: Any, items: list[tuple[int, Command, int]],
-                            before: asyncio.Future[BaseException | None] | None,
-                            done: asyncio.Future[BaseException | None]) -> None:
+        async def run_group(items: list[tuple[int, Command, int]], place: Place[BaseException]) -> None:
             blocked: BaseException | None = None
             decided: list[tuple[int, Command, CommandOutcome]] = []
             try:
-                if before is not None:
-                    blocked = await asyncio.shield(before)
-                async with self._sem:  # held for the API writes only, not for publishing outcomes
+                blocked = await place.turn()
+                async with self._writes.slot():  # held for the API writes only, not for publishing outcomes
                     for i, cmd, max_epoch in items:
                         if blocked is not None:
                             results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
@@ -131,13 +124,11 @@ class CommandExecutor:
                 blocked = blocked or e
                 raise
             finally:
-                done.set_result(blocked)
-                if self._tails.get(ref) is done:
-                    del self._tails[ref]
+                place.leave(blocked)
 
         async with asyncio.TaskGroup() as tg:
-            for ref, items, before, done in chained:
-                tg.create_task(run_group(ref, items, before, done))
+            for items, place in lined_up:
+                tg.create_task(run_group(items, place))
         return results
 
     # --- one command ---
@@ -166,13 +157,15 @@ class CommandExecutor:
             log("command done", id=cmd.id, type=type(cmd).__name__, applied=out.applied, reason=out.reason)
 
     def _outcome(self, cmd: Command, applied: bool, reason: str, rv: str) -> CommandOutcome:
-        return CommandOutcome(command_id=cmd.id, cluster=self.cluster, writer=cmd.writer, epoch=cmd.epoch,
-                              applied=applied, reason=reason, resource_version=rv)
+        # Plan reasons are the watcher's str constants; kq.messages.OutcomeReason lists their values.
+        return outcome_of(cmd, cluster=self.cluster, applied=applied, reason=reason,  # type: ignore[arg-type]  # plan reasons are str constants whose values OutcomeReason lists
+                          resource_version=rv)
 
     async def _apply(self, cmd: Command, max_epoch: int) -> CommandOutcome:
         ref = target_ref(cmd)
         if ref is None or isinstance(cmd, Fence) or cmd.epoch < max_epoch:
-            plan = plan_command(cmd, None, max_epoch, now_rfc3339())
+            plan = plan_command(cmd, None, max_epoch, rfc3339_seconds(self.bus.clock.now()))
+            assert not isinstance(plan, Write), plan  # no target or a stale epoch: nothing to write
             return self._outcome(cmd, isinstance(plan, Skip), plan.reason, "")
         kind, ns, name = ref
         current: Any = self.objects.get(kind, ns, name) if self.objects.caches(kind) else None
@@ -181,7 +174,7 @@ class CommandExecutor:
             current = await self._read(kind, ns, name)
         wrote = False
         for _ in range(self.max_replans):
-            plan = plan_command(cmd, current, max_epoch, now_rfc3339())
+            plan = plan_command(cmd, current, max_epoch, rfc3339_seconds(self.bus.clock.now()))
             rv = current.metadata.resource_version if current is not None else ""
             if isinstance(plan, (Skip, Refusal)):
                 if not fresh and plan.reason != STALE_EPOCH:  # conclude only on the server's word
@@ -198,7 +191,7 @@ class CommandExecutor:
             except (BadRequest, Forbidden) as e:
                 return self._outcome(cmd, False, "Rejected" if isinstance(e, BadRequest) else "Forbidden", rv)
             except Throttled as e:
-                raise TemporaryError(str(e), delay_s=max(e.retry_after, 0.2)) from e
+                raise TemporaryError(str(e), delay_s=retry_delay(e, 0.2)) from e
             except KubeError as e:
                 raise TemporaryError(str(e)) from e
         raise TemporaryError(f"{kind} {ns}/{name} kept changing under {type(cmd).__name__} {cmd.id}")
@@ -207,6 +200,6 @@ class CommandExecutor:
         try:
             return await read(self.client, kind, ns, name)
         except Throttled as e:
-            raise TemporaryError(str(e), delay_s=max(e.retry_after, 0.2)) from e
+            raise TemporaryError(str(e), delay_s=retry_delay(e, 0.2)) from e
         except KubeError as e:
             raise TemporaryError(str(e)) from e

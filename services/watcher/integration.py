@@ -15,23 +15,25 @@ from typing import Any
 from kq.api.constants import PREBUILT_WORKLOAD_LABEL
 from kq.api.core import Job
 from kq.api.kueue import Workload
-from kq.kube import AlreadyExists, Conflict, KubeClient, KubeError, NotFound, Throttled
+from kq.clock import SYSTEM_CLOCK, Clock, rfc3339_seconds
+from kq.kube import AlreadyExists, Conflict, KubeClient, KubeError, NotFound, retry_delay
 from kq.obs import get_logger
 from services.watcher.apply import apply_action, read
-from services.watcher.clock import now_rfc3339
 from services.watcher.core import jobs as core
 from services.watcher.core.job_pods import owned_by
 from services.watcher.core.writes import Delete, Skip
 from services.watcher.objects import ClusterObjects
 
 WorkKey = tuple[str, str, str]  # ("job" | "workload", namespace, name)
-NEEDED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass")
+NEEDED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass", "priorityclass")
 
 
 class JobIntegration:
     def __init__(self, client: KubeClient, objects: ClusterObjects, *, workers: int, max_steps: int,
-                 retry_base_s: float = 0.2, retry_max_s: float = 5.0) -> None:
+                 retry_base_s: float = 0.2, retry_max_s: float = 5.0, clock: Clock = SYSTEM_CLOCK) -> None:
         self.client = client
+        self.clock = clock
+        self._timers: set[asyncio.Task[None]] = set()  # keys to look at again after a delay
         self.objects = objects
         self.workers = workers
         self.max_steps = max_steps
@@ -59,9 +61,13 @@ class JobIntegration:
             self.mark(("job", meta.namespace, meta.name))
         elif kind == "workload":
             self.mark(self._workload_key(obj))
-        elif kind in ("resourceflavor", "workloadpriorityclass"):
+        elif kind in ("resourceflavor", "workloadpriorityclass", "priorityclass"):
             for job in self.objects.all("job"):  # a flavor or class may unblock any waiting job
                 self.mark(("job", job.metadata.namespace, job.metadata.name))
+
+    async def _mark_after(self, delay_s: float, key: WorkKey) -> None:
+        await self.clock.sleep(delay_s)
+        self.mark(key)
 
     def _workload_key(self, wl: Workload) -> WorkKey:
         ns = wl.metadata.namespace
@@ -87,9 +93,13 @@ class JobIntegration:
     async def run(self) -> None:
         await self.ready.wait()
         self.log.info("job integration started", jobs=len(self.objects.all("job")))
-        async with asyncio.TaskGroup() as tg:
-            for i in range(self.workers):
-                tg.create_task(self._worker(), name=f"jobs-worker-{i}")
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for i in range(self.workers):
+                    tg.create_task(self._worker(), name=f"jobs-worker-{i}")
+        finally:
+            for timer in list(self._timers):  # looks again that will not happen now
+                timer.cancel()
 
     async def _worker(self) -> None:
         while True:
@@ -103,7 +113,7 @@ class JobIntegration:
                 raise
             except KubeError as e:  # could not even read: the API server is struggling
                 self.log.warning("reconcile interrupted; will retry", key=key, error=str(e))
-                retry_in = max(e.retry_after, self.retry_base_s) if isinstance(e, Throttled) else self.retry_base_s
+                retry_in = retry_delay(e, self.retry_base_s)
             except Exception as e:  # a bug: log it loudly, look again later
                 self.log.error("reconcile failed", key=key, error=repr(e), exc_info=e)
                 retry_in = self.retry_max_s
@@ -112,7 +122,9 @@ class JobIntegration:
             if key in self._again or retry_in is not None:
                 self._again.discard(key)
                 if retry_in:
-                    asyncio.get_running_loop().call_later(retry_in, self.mark, key)
+                    timer = asyncio.create_task(self._mark_after(retry_in, key))
+                    self._timers.add(timer)
+                    timer.add_done_callback(self._timers.discard)
                 else:
                     self.mark(key)
 
@@ -123,14 +135,16 @@ class JobIntegration:
         wl: Workload | None = self._workload_for(job) if kind == "job" else self.objects.get("workload", ns, name)
         if kind == "job" and job is None:
             return None
-        if kind == "workload" and wl is None:
-            return None
-        if kind == "workload" and (ref := wl.metadata.controller_ref()) is not None and ref.kind != "Job":
-            return None  # another integration's workload (JobSet, ...): not ours to drive
+        if kind == "workload":
+            if wl is None:
+                return None
+            if (ref := wl.metadata.controller_ref()) is not None and ref.kind != "Job":
+                return None  # another integration's workload (JobSet, ...): not ours to drive
         for _ in range(self.max_steps):
-            now = now_rfc3339()
+            now = rfc3339_seconds(self.clock.now())
             if job is not None:
-                step = core.reconcile_job(job, wl, self.objects.flavors(), self.objects.priority_classes(), now)
+                step = core.reconcile_job(job, wl, self.objects.flavors(), self.objects.priority_classes(), now,
+                                          self.objects.pod_priority_classes())
             else:
                 assert wl is not None
                 step = core.reconcile_unowned_workload(wl, now)
@@ -148,14 +162,16 @@ class JobIntegration:
                     if fresh is None:
                         return None
                     job = fresh
-                elif isinstance(e, AlreadyExists) and fresh is not None and job is not None and not owned_by(fresh, job):
+                elif (
+                    isinstance(e, AlreadyExists) and fresh is not None and job is not None and not owned_by(fresh, job)
+                ):
                     self.log.warning("a workload with this job's name belongs to something else", key=key)
                     return self.retry_max_s
                 else:
                     wl = fresh
                 continue
             except KubeError as e:
-                wait = max(e.retry_after, self.retry_base_s) if isinstance(e, Throttled) else self.retry_base_s
+                wait = retry_delay(e, self.retry_base_s)
                 self.log.warning("write failed; will retry", key=key, error=str(e), delay_s=wait)
                 return wait
             if isinstance(step, Delete):

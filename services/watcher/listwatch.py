@@ -16,9 +16,11 @@ from typing import Any
 
 import msgspec
 
-from kq.kube import Gone, KubeClient, KubeError, NotFound, StreamBroken, Throttled
+from kq.clock import SYSTEM_CLOCK, Clock
+from kq.kube import Gone, KubeClient, KubeError, NotFound, StreamBroken, retry_delay
 from kq.mirror import SyncMarker
 from kq.obs import get_logger
+from services.watcher.core.versions import already_held
 from services.watcher.mirror import MirrorIndex, MirrorPublisher, Record, head_decoder
 from services.watcher.objects import ClusterObjects
 
@@ -40,6 +42,7 @@ class KindLoop:
         watch_timeout_s: float,
         retry_base_s: float,
         retry_max_s: float,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.client = client
         self.cluster = cluster
@@ -52,6 +55,7 @@ class KindLoop:
         self.watch_timeout_s = watch_timeout_s
         self.retry_base_s = retry_base_s
         self.retry_max_s = retry_max_s
+        self.clock = clock
         self.last_rv = ""
         self.lists = 0  # full lists done (tests watch re-lists)
         self.log = get_logger("kq.watcher.listwatch", cluster=cluster, kind=kind)
@@ -68,11 +72,11 @@ class KindLoop:
                 raise
             except NotFound as e:  # the kind is not served (no such CRD): look again later
                 self.log.warning("kind not served; retrying", error=str(e))
-                await asyncio.sleep(self.retry_max_s)
+                await self.clock.sleep(self.retry_max_s)
             except KubeError as e:
-                wait = max(e.retry_after, delay) if isinstance(e, Throttled) else delay
+                wait = retry_delay(e, delay)
                 self.log.warning("list failed; retrying", error=str(e), delay_s=wait)
-                await asyncio.sleep(wait)
+                await self.clock.sleep(wait)
                 delay = min(delay * 2, self.retry_max_s)
 
     # --- list ---
@@ -104,7 +108,9 @@ class KindLoop:
                 if old is None or old.metadata.resource_version != obj.metadata.resource_version:
                     self.on_change(self.kind, old, obj)
             self.on_change(self.kind, None, None)  # listed: the cache of this kind is complete
-        await self.publisher.put(SyncMarker(cluster=self.cluster, kind=self.kind, resource_version=rv, count=len(records)))
+        await self.publisher.put(
+            SyncMarker(cluster=self.cluster, kind=self.kind, resource_version=rv, count=len(records))
+        )
         self.last_rv = rv
         self.lists += 1
         self.log.info("listed", count=len(records), resource_version=rv)
@@ -132,9 +138,9 @@ class KindLoop:
             except StreamBroken as e:
                 self.log.info("watch cut; resuming", resource_version=self.last_rv, error=str(e))
             except KubeError as e:
-                wait = max(e.retry_after, delay) if isinstance(e, Throttled) else delay
+                wait = retry_delay(e, delay)
                 self.log.warning("watch failed; retrying", error=str(e), delay_s=wait)
-                await asyncio.sleep(wait)
+                await self.clock.sleep(wait)
                 delay = min(delay * 2, self.retry_max_s)
 
     async def _event(self, etype: str, raw: bytes) -> None:
@@ -147,6 +153,10 @@ class KindLoop:
             self.last_rv = head.resource_version or self.last_rv
             return
         deleted = etype == "DELETED"
+        if not deleted and already_held(self.index.get((self.kind, head.namespace, head.name)), head.uid,
+                                        head.resource_version):
+            self.last_rv = head.resource_version
+            return  # listed already at this state or a newer one (see core/versions.py)
         await self._enqueue(Record(self.kind, head.namespace, head.name, head.uid, head.resource_version, deleted, raw))
         if self._typed:
             if deleted:

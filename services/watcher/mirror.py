@@ -92,7 +92,7 @@ class MirrorIndex:
     async def rebuild(self, bus: Bus, cluster: str, timeout_s: float = 120.0) -> None:
         """Replay this cluster's part of the mirror (last value per subject) into the index."""
 
-        async def handle(d) -> None:  # type: ignore[no-untyped-def]
+        async def handle(d) -> None:
             rec = decode_record(d.subject, d.headers, d.data)
             key = (rec.kind, rec.namespace, rec.name)
             if rec.deleted:
@@ -100,7 +100,9 @@ class MirrorIndex:
             else:
                 self.set(key, rec.uid, rec.resource_version)
 
-        replay = bus.replay(subjects.OBJECTS_STREAM, subjects.object_filter(cluster), handle, deliver="last_per_subject")
+        replay = bus.replay(
+            subjects.OBJECTS_STREAM, subjects.object_filter(cluster), handle, deliver="last_per_subject"
+        )
         async with replay:
             await replay.wait_caught_up(timeout=timeout_s)
 
@@ -172,7 +174,7 @@ class MirrorPublisher:
             self.progress.clear()
             await self.progress.wait()
 
-    async def _retrying(self, fn) -> None:  # type: ignore[no-untyped-def]
+    async def _retrying(self, fn) -> None:
         delay = 0.2
         while True:
             try:
@@ -182,7 +184,7 @@ class MirrorPublisher:
                 raise
             except Exception as e:  # the bus is down or slow: keep the records, try again
                 self.log.warning("mirror publish failed; retrying", error=repr(e), delay_s=delay)
-                await asyncio.sleep(delay)
+                await self._bus.clock.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
     async def last_known(self, kind: str, namespace: str, name: str, uid: str, rv: str) -> bytes:

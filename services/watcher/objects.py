@@ -1,7 +1,7 @@
 """The typed objects the watcher itself acts on, as its own list/watch last delivered them.
 
 Only the kinds the Job integration and the command executor read are kept
-(Jobs, Workloads, ResourceFlavors, WorkloadPriorityClasses, ClusterQueues,
+(Jobs, Workloads, ResourceFlavors, WorkloadPriorityClasses, PriorityClasses, ClusterQueues,
 LocalQueues). The cache is a hint for deciding, never the last word: every
 write is conditional on the resourceVersion the decision was made on.
 """
@@ -13,12 +13,14 @@ from typing import Any
 import msgspec
 
 from kq.api.constants import PREBUILT_WORKLOAD_LABEL
-from kq.api.core import Job
+from kq.api.core import Job, PriorityClass
 from kq.api.kueue import ResourceFlavor, Workload, WorkloadPriorityClass
 from kq.api.registry import decode_object
 from kq.obs import get_logger
 
-CACHED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass", "clusterqueue", "localqueue")
+CACHED_KINDS = (
+    "job", "workload", "resourceflavor", "workloadpriorityclass", "priorityclass", "clusterqueue", "localqueue",
+)
 NsName = tuple[str, str]
 
 
@@ -105,3 +107,7 @@ class ClusterObjects:
 
     def priority_classes(self) -> dict[str, WorkloadPriorityClass]:
         return {name: c for (_, name), c in self._objs["workloadpriorityclass"].items()}
+
+    def pod_priority_classes(self) -> dict[str, PriorityClass]:
+        """scheduling.k8s.io PriorityClasses by name."""
+        return {name: c for (_, name), c in self._objs["priorityclass"].items()}

@@ -37,7 +37,8 @@ def command_durable(cluster: str) -> str:
 class ClusterWatcher:
     """Everything the watcher does for one cluster."""
 
-    def __init__(self, bus: Bus, cluster: str, client: KubeClient, settings: WatcherSettings) -> None:
+    def __init__(self, bus: Bus, cluster: str, client: KubeClient, settings: WatcherSettings, *,
+                 job_integration: bool = True) -> None:
         self.bus = bus
         self.cluster = cluster
         self.client = client
@@ -46,18 +47,20 @@ class ClusterWatcher:
         self.objects = ClusterObjects(cluster)
         self.publisher = MirrorPublisher(bus, cluster, batch=settings.publish_batch, queue_size=settings.publish_queue)
         self.jobs = JobIntegration(client, self.objects, workers=settings.job_workers, max_steps=settings.max_job_steps,
-                                   retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s)
+                                   retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
+                                   clock=bus.clock)
         self.commands = CommandExecutor(bus, cluster, client, self.objects, concurrency=settings.command_concurrency,
                                         max_replans=settings.max_replans)
         kinds = settings.mirrored_kinds()
         # The Job integration needs Jobs, Workloads, flavors and priority classes; without them it is off.
-        self.integrate = all(kind in kinds for kind in NEEDED_KINDS)
+        # Kueue's integrations.frameworks may leave batch/job out: then it is off too.
+        self.integrate = job_integration and all(kind in kinds for kind in NEEDED_KINDS)
         on_change = self.jobs.on_change if self.integrate else _ignore
         self.loops = [
             KindLoop(client, cluster, kind, namespace=None,
                      index=self.index, publisher=self.publisher, objects=self.objects, on_change=on_change,
                      watch_timeout_s=settings.watch_timeout_s, retry_base_s=settings.retry_base_s,
-                     retry_max_s=settings.retry_max_s)
+                     retry_max_s=settings.retry_max_s, clock=bus.clock)
             for kind in kinds
         ]
         self.log = get_logger("kq.watcher", cluster=cluster)
@@ -93,14 +96,14 @@ async def _mark_ready_when_synced(bus: Bus, watchers: list[ClusterWatcher]) -> N
 
 
 async def connect_clusters(stack: AsyncExitStack, bus: Bus, clusters: tuple[ClusterConfig, ...],
-                           settings: WatcherSettings) -> list[ClusterWatcher]:
+                           settings: WatcherSettings, *, job_integration: bool = True) -> list[ClusterWatcher]:
     if not clusters:
         raise ValueError("watcher: no clusters configured (config `clusters`)")
     watchers: list[ClusterWatcher] = []
     for c in clusters:
         client = await KubeClient.from_kubeconfig(c.kubeconfig)
         stack.push_async_callback(client.close)
-        watchers.append(ClusterWatcher(bus, c.name, client, settings))
+        watchers.append(ClusterWatcher(bus, c.name, client, settings, job_integration=job_integration))
     return watchers
 
 
@@ -113,5 +116,6 @@ async def run_watchers(bus: Bus, watchers: list[ClusterWatcher]) -> None:
 
 async def main(bus: Bus, config: Config, settings: WatcherSettings | None = None) -> None:
     async with AsyncExitStack() as stack:
-        watchers = await connect_clusters(stack, bus, config.clusters, settings or WatcherSettings())
+        watchers = await connect_clusters(stack, bus, config.clusters, settings or config.watcher,
+                                          job_integration=config.kueue.job_integration())
         await run_watchers(bus, watchers)

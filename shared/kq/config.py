@@ -7,10 +7,49 @@ a few KQ_* variables override single fields for the local stack.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import yaml
+
+from kq.kueue_config import (
+    V1BETA1,
+    AdmissionFairSharing,
+    DurationError,
+    FairSharing,
+    KueueConfig,
+    MultiKueue,
+    RequeuingStrategy,
+    WaitForPodsReady,
+    convert_v1beta1,
+    parse_duration,
+    unused_fields,
+)
+
+__all__ = [
+    "AdmissionConfig",
+    "AdmissionFairSharing",
+    "AdmissionTermConfig",
+    "ClusterConfig",
+    "Config",
+    "ConfigError",
+    "FairSharing",
+    "KueueConfig",
+    "MultiKueue",
+    "NatsConfig",
+    "RequeuingStrategy",
+    "WaitForPodsReady",
+    "WatcherConfig",
+    "duration_seconds",
+    "kueue_config_from",
+    "load_config",
+    "load_kueue_config",
+    "parse_config",
+    "parse_kueue_config",
+    "unused_fields",
+]
 
 
 class _Cfg(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
@@ -29,64 +68,100 @@ class ClusterConfig(_Cfg, frozen=True, kw_only=True):
     role: str = "manager"  # manager | worker
 
 
-class RequeuingStrategy(_Cfg, frozen=True, kw_only=True):
-    timestamp: str = "Eviction"  # Eviction | Creation
-    backoff_base_seconds: int = 60
-    backoff_max_seconds: int = 3600
-    backoff_limit_count: int | None = None
+def _fields(obj: msgspec.Struct, names: tuple[str, ...]) -> list[tuple[str, float]]:
+    enc = dict(zip(obj.__struct_fields__, obj.__struct_encode_fields__))
+    return [(enc[n], getattr(obj, n)) for n in names]
 
 
-class WaitForPodsReady(_Cfg, frozen=True, kw_only=True):
-    enable: bool = False
-    timeout: str = "5m"
-    block_admission: bool = False
-    recovery_timeout: str | None = None
-    requeuing_strategy: RequeuingStrategy = RequeuingStrategy()
+def _positive(obj: msgspec.Struct, *names: str) -> None:
+    for field, value in _fields(obj, names):
+        if value <= 0:
+            raise ValueError(f"{field}: must be greater than 0, got {value}")
 
 
-class FairSharing(_Cfg, frozen=True, kw_only=True):
-    enable: bool = True  # present in the configuration means on
-    preemption_strategies: tuple[str, ...] = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+def _not_negative(obj: msgspec.Struct, *names: str) -> None:
+    for field, value in _fields(obj, names):
+        if value < 0:
+            raise ValueError(f"{field}: must not be negative, got {value}")
 
 
-class IncrementalDispatcherConfig(_Cfg, frozen=True, kw_only=True):
-    """kq's knobs for Kueue's Incremental dispatcher (Kueue hard-codes 5m and 3)."""
-
-    round_timeout: str = "5m"
-    step_size: int = 3
-
-
-class MultiKueue(_Cfg, frozen=True, kw_only=True):
-    gc_interval: str = "1m"
-    origin: str = "multikueue"
-    worker_lost_timeout: str = "15m"
-    dispatcher_name: str = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
-    incremental_dispatcher_config: IncrementalDispatcherConfig = IncrementalDispatcherConfig()
+# Where kq keeps its own Secrets (MultiKueue kubeconfigs). Only the dispatcher and gc read them;
+# the watcher never mirrors Secrets (they would be on the bus).
+KQ_NAMESPACE = "kq-system"
+NEVER_MIRRORED = ("secret",)
 
 
-class WorkloadRetentionPolicy(_Cfg, frozen=True, kw_only=True):
-    after_finished: str | None = None  # delete a finished Workload this long after it finished
-    after_deactivated_by_kueue: str | None = None  # ... a Workload Kueue deactivated, this long after
+class WatcherConfig(_Cfg, frozen=True, kw_only=True):
+    """`watcher:` the watcher's knobs (see docs/configuration.md)."""
+
+    skip_kinds: tuple[str, ...] = ()  # lower-case kind tokens not to mirror, e.g. ("pod",)
+    publish_batch: int = 512  # mirror records per publish round
+    publish_queue: int = 20_000  # records waiting to be published before list/watch loops wait
+    watch_timeout_s: float = 300.0  # the server ends each watch after this; we resume from the last rv
+    retry_base_s: float = 0.2  # first backoff after an API error (doubles up to retry_max_s)
+    retry_max_s: float = 5.0
+    command_batch: int = 64
+    command_concurrency: int = 64  # objects whose commands are applied at once
+    command_pipeline: int = 16  # command batches handled at once (a slow object does not hold up the next)
+    max_replans: int = 10  # 409 -> re-read -> re-plan rounds for one command before naking it
+    job_workers: int = 8  # Kueue: controller.groupKindConcurrency["Job.batch"]
+    max_job_steps: int = 8  # writes in a row for one job before re-queueing it
+
+    def __post_init__(self) -> None:
+        from kq.api.registry import KINDS  # the API types are not needed by every config reader
+
+        known = {i.token for i in KINDS}
+        unknown = sorted({s.lower() for s in self.skip_kinds} - known)
+        if unknown:
+            raise ValueError(f"skipKinds: unknown kind {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+        _positive(self, "publish_batch", "publish_queue", "watch_timeout_s", "retry_base_s", "retry_max_s",
+                  "command_batch", "command_concurrency", "command_pipeline", "max_replans", "job_workers",
+                  "max_job_steps")
+
+    def mirrored_kinds(self) -> list[str]:
+        from kq.api.registry import KINDS
+
+        skip = {s.lower() for s in self.skip_kinds} | set(NEVER_MIRRORED)
+        return [i.token for i in KINDS if i.token not in skip]
 
 
-class ObjectRetentionPolicies(_Cfg, frozen=True, kw_only=True):
-    workloads: WorkloadRetentionPolicy | None = None
+class AdmissionTermConfig(_Cfg, frozen=True, kw_only=True):
+    """`admission.term:` one leadership term of the scheduler (services/admission/leader.py)."""
+
+    # Cycles in a row before publishing and letting inputs in. 0: one cycle per round, so its
+    # decisions go out at once and the next cycle sees what came in meanwhile (fewer stale decisions).
+    max_round_s: float = 0.0
+    spin_guard_s: float = 0.05  # wait between cycles that decide nothing while the core says "work"
+    fence_poll_s: float = 0.02  # how often to look whether the fence left KQ_CMD
+    replay_batch: int = 1000
+    progress_log_s: float = 10.0  # while waiting to start deciding, say what for this often
+    status_interval_s: float = 0.5  # queue statuses at most this often while busy (see Partition)
+    pending_interval_s: float = 0.25  # a workload's pending condition at most this often (see PendingPacer)
+
+    def __post_init__(self) -> None:
+        _not_negative(self, "max_round_s", "spin_guard_s", "status_interval_s", "pending_interval_s")
+        _positive(self, "fence_poll_s", "replay_batch", "progress_log_s")
 
 
-class KueueConfig(_Cfg, frozen=True, kw_only=True):
-    """Kueue Configuration (v1beta2 field names) for the parts kq implements."""
+class AdmissionConfig(_Cfg, frozen=True, kw_only=True):
+    """`admission:` the admission service (services/admission/service.py)."""
 
-    wait_for_pods_ready: WaitForPodsReady | None = None
-    fair_sharing: FairSharing | None = None
-    multi_kueue: MultiKueue | None = None
-    object_retention_policies: ObjectRetentionPolicies | None = None  # carried out by services/gc
-    admission_fair_sharing: dict[str, object] | None = None
+    lease_partition: str = "default"
+    lease_ttl_s: int = 5  # Kueue: leaderElection.leaseDuration. A killed leader is replaced within about this long
+    restart_backoff_s: float = 0.5  # after a term failed, before standing for the lease again
+    restart_backoff_max_s: float = 10.0
+    term: AdmissionTermConfig = AdmissionTermConfig()
+
+    def __post_init__(self) -> None:
+        _positive(self, "lease_ttl_s", "restart_backoff_s", "restart_backoff_max_s")
 
 
 class Config(_Cfg, frozen=True, kw_only=True):
     nats: NatsConfig = NatsConfig()
     clusters: tuple[ClusterConfig, ...] = ()
     kueue: KueueConfig = KueueConfig()
+    watcher: WatcherConfig = WatcherConfig()
+    admission: AdmissionConfig = AdmissionConfig()
     instance: str = "0"  # this replica's name within its service
     log_level: str = "info"
     log_dir: str | None = None
@@ -115,6 +190,9 @@ def parse_config(text: str, source: str = "<config>") -> Config:
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: top level must be a mapping")
     raw = _env_overrides(raw)
+    kueue = raw.get("kueue")
+    if isinstance(kueue, dict) and kueue.get("apiVersion") == V1BETA1:
+        raw["kueue"] = convert_v1beta1(kueue)
     try:
         return msgspec.convert(raw, Config)
     except msgspec.ValidationError as e:
@@ -129,19 +207,41 @@ def load_config(path: str | None = None) -> Config:
     return parse_config(Path(path).read_text(), path)
 
 
-def duration_seconds(text: str) -> float:
-    """Kubernetes/Go-style duration: "500ms", "2s", "1m", "1h30m"."""
-    import re
+def parse_kueue_config(text: str, source: str = "<kueue config>") -> KueueConfig:
+    """Kueue's Configuration file (`kq up --kueue-config`): v1beta2 or v1beta1, every documented
+    field; ConfigError names an unknown field or a bad value."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source}: invalid YAML: {e}") from None
+    if raw is None:
+        return KueueConfig()
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: top level must be a mapping (a Kueue Configuration)")
+    return kueue_config_from(raw, source)
 
-    if not isinstance(text, str) or not text:
-        raise ConfigError(f"bad duration {text!r}")
-    units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    total, pos = 0.0, 0
-    for m in re.finditer(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text):
-        if m.start() != pos:
-            raise ConfigError(f"bad duration {text!r}")
-        total += float(m.group(1)) * units[m.group(2)]
-        pos = m.end()
-    if pos != len(text):
-        raise ConfigError(f"bad duration {text!r}")
-    return total
+
+def kueue_config_from(raw: Mapping[str, Any], source: str) -> KueueConfig:
+    """A Kueue Configuration given as a mapping (v1beta1 converted)."""
+    if raw.get("apiVersion") == V1BETA1:
+        raw = convert_v1beta1(raw)
+    try:
+        return msgspec.convert(dict(raw), KueueConfig)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{source}: {e}") from None
+
+
+def load_kueue_config(path: str | Path) -> KueueConfig:
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    return parse_kueue_config(text, str(path))
+
+
+def duration_seconds(text: str) -> float:
+    """Kubernetes/Go-style duration: "500ms", "2s", "1m", "1h30m"; ConfigError when it is not one."""
+    try:
+        return parse_duration(text)
+    except DurationError as e:
+        raise ConfigError(str(e)) from None

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import shutil
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -119,28 +120,25 @@ async def follow(nats_url: str, jobs: list[tuple[str, str]], services: list[str]
     t0 = time.monotonic()
     last_rows: list[JobRow] | None = None
     last_move = time.monotonic()
-    async with connected(nats_url) as bus:
-        async with view.replay(bus, CLUSTER, "*", on_change=lambda _m: changed.set()) as r:
-            await r.wait_caught_up(30.0)
-            while True:
-                rows = snapshot(view, jobs)
-                if rows != last_rows:
-                    last_rows, last_move = rows, time.monotonic()
-                    progress.update(rows)
-                    print(f"\n[{time.monotonic() - t0:5.1f}s] stage: {progress.stage}", file=out)
-                    out.write(render_rows(rows))
-                    out.flush()
-                nxt = progress.next
-                if nxt is None or NEEDS[nxt] not in services:
-                    return progress, False
-                left = stall_s - (time.monotonic() - last_move)
-                if left <= 0:
-                    return progress, True
-                changed.clear()
-                try:
-                    await asyncio.wait_for(changed.wait(), min(left, 1.0))
-                except asyncio.TimeoutError:
-                    pass
+    async with connected(nats_url) as bus, view.replay(bus, CLUSTER, "*", on_change=lambda _m: changed.set()) as r:
+        await r.wait_caught_up(30.0)
+        while True:
+            rows = snapshot(view, jobs)
+            if rows != last_rows:
+                last_rows, last_move = rows, time.monotonic()
+                progress.update(rows)
+                print(f"\n[{time.monotonic() - t0:5.1f}s] stage: {progress.stage}", file=out)
+                out.write(render_rows(rows))
+                out.flush()
+            nxt = progress.next
+            if nxt is None or NEEDS[nxt] not in services:
+                return progress, False
+            left = stall_s - (time.monotonic() - last_move)
+            if left <= 0:
+                return progress, True
+            changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), min(left, 1.0))
 
 
 async def _cluster_queues(nats_url: str, out: IO[str]) -> None:
@@ -149,7 +147,7 @@ async def _cluster_queues(nats_url: str, out: IO[str]) -> None:
     cqs = view.typed_items(CLUSTER, "clusterqueue")
     if cqs:
         print("\n$ kq get clusterqueues", file=out)
-        out.write(render(table_for("clusterqueue", cqs, datetime.now(timezone.utc))))
+        out.write(render(table_for("clusterqueue", cqs, datetime.now(UTC))))
 
 
 async def run_demo(examples: Path, *, stall_s: float, timeout_s: float, out: IO[str], err: IO[str]) -> int:

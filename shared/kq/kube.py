@@ -20,10 +20,10 @@ typed error (`Gone` for 410), and a malformed line raises `ProtocolError`.
 
 from __future__ import annotations
 
-import asyncio
+import builtins
 import ssl
 import urllib.request
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
@@ -101,6 +101,13 @@ class Throttled(KubeError):
     def __init__(self, message: str, *, status: int | None = None, reason: str = "", retry_after: float = 1.0) -> None:
         super().__init__(message, status=status, reason=reason)
         self.retry_after = retry_after
+
+
+def retry_delay(error: KubeError, backoff: float) -> float:
+    """Seconds to wait before trying again after `error`: the caller's own back-off, or longer when
+    the server asked for it (a 429's Retry-After). Each caller keeps its loop (a re-list, a requeue,
+    a nak with delay); a retry decorator (tenacity, backoff) would not fit those shapes."""
+    return max(error.retry_after, backoff) if isinstance(error, Throttled) else backoff
 
 
 class ServerError(KubeError):
@@ -315,13 +322,13 @@ class KubeClient:
             kw["server_hostname"] = self._server_hostname
         try:
             resp = await self._session.request(method, url, **kw)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
             raise Unreachable(f"{what}: {type(e).__name__}: {e}") from e
         if 200 <= resp.status < 300:
             return resp
         try:
             data = await resp.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientError) as e:
             raise Unreachable(f"{what}: {resp.status} and the body was cut: {e}") from e
         finally:
             resp.release()
@@ -331,7 +338,7 @@ class KubeClient:
         resp = await self._call(method, path, **kw)
         try:
             return await resp.read()
-        except (aiohttp.ClientError, asyncio.TimeoutError) as e:
+        except (TimeoutError, aiohttp.ClientError) as e:
             raise Unreachable(f"{method} {path}: body cut: {e}") from e
         finally:
             resp.release()
@@ -390,7 +397,7 @@ class KubeClient:
         kind: str,
         namespace: str | None,
         name: str,
-        body: bytes | msgspec.Struct | Mapping[str, Any] | list[Any],
+        body: bytes | msgspec.Struct | Mapping[str, Any] | builtins.list[Any],
         *,
         patch_type: PatchType,
         subresource: str | None = None,
@@ -425,7 +432,7 @@ class KubeClient:
         label_selector: str | None = None,
         bookmarks: bool = True,
         timeout_s: float = 300.0,
-    ) -> AsyncIterator[WatchEvent]:
+    ) -> AsyncGenerator[WatchEvent, None]:
         """Events after `resource_version` until the server ends the watch (clean end: iteration stops).
 
         Raises Gone (resume point too old: re-list), StreamBroken (cut mid-stream: resume from the
@@ -445,7 +452,7 @@ class KubeClient:
             while True:
                 try:
                     line = await resp.content.readline()
-                except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as e:
+                except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as e:
                     raise StreamBroken(f"watch {path}: {type(e).__name__}: {e}") from e
                 except ValueError as e:  # a line beyond aiohttp's buffer limit
                     raise ProtocolError(f"watch {path}: {e}") from e
@@ -472,4 +479,4 @@ def _event(line: bytes, path: str) -> WatchEvent:
         raise _error_for(code or 500, raw, None, f"watch {path}")
     if ev.type not in _WATCH_TYPES:
         raise ProtocolError(f"watch {path}: unknown event type {ev.type!r}")
-    return WatchEvent(ev.type, bytes(ev.object))  # type: ignore[arg-type]
+    return WatchEvent(ev.type, bytes(ev.object))  # type: ignore[arg-type]  # a str checked against _WATCH_TYPES above

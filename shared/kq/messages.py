@@ -8,7 +8,7 @@ command whose epoch is older than the newest it has seen for that writer.
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal, TypeAlias
 
 import msgspec
 
@@ -128,23 +128,25 @@ class Fence(_Command, frozen=True, kw_only=True, tag="Fence"):
     """A new lease holder's first command: from here on older epochs are refused."""
 
 
-Command = Union[
-    AdmitWorkload,
-    EvictWorkload,
-    SetWorkloadPending,
-    DeactivateWorkload,
-    SetClusterQueueStatus,
-    SetLocalQueueStatus,
-    SetAdmissionCheckState,
-    SetNominatedClusters,
-    FinishWorkload,
-    DeleteWorkload,
-    SyncJobStatus,
-    SetActiveCondition,
-    Fence,
-]
+Command = (
+    AdmitWorkload
+    | EvictWorkload
+    | SetWorkloadPending
+    | DeactivateWorkload
+    | SetClusterQueueStatus
+    | SetLocalQueueStatus
+    | SetAdmissionCheckState
+    | SetNominatedClusters
+    | FinishWorkload
+    | DeleteWorkload
+    | SyncJobStatus
+    | SetActiveCondition
+    | Fence
+)
 
-COMMAND_KIND: dict[type, str] = {
+CommandKind = Literal["workload", "clusterqueue", "localqueue", "fence", "job", "admissioncheck", "multikueuecluster"]
+
+COMMAND_KIND: dict[type, CommandKind] = {
     AdmitWorkload: "workload",
     EvictWorkload: "workload",
     SetWorkloadPending: "workload",
@@ -160,6 +162,53 @@ COMMAND_KIND: dict[type, str] = {
 }
 
 
+# --- typed command outcomes (issue 7): what a command was and why it was refused ---------------
+# Shared by the watcher (which writes outcomes) and every writer (which reads them): a reader
+# learns what an outcome is about from these fields, never by parsing the command id.
+
+CommandType = Literal[
+    "AdmitWorkload",
+    "EvictWorkload",
+    "SetWorkloadPending",
+    "DeactivateWorkload",
+    "SetClusterQueueStatus",
+    "SetLocalQueueStatus",
+    "Fence",
+]
+WORKLOAD_COMMANDS: frozenset[CommandType] = frozenset(
+    {"AdmitWorkload", "EvictWorkload", "SetWorkloadPending", "DeactivateWorkload"}
+)
+
+COMMAND_TYPE: dict[type, CommandType] = {
+    AdmitWorkload: "AdmitWorkload",
+    EvictWorkload: "EvictWorkload",
+    SetWorkloadPending: "SetWorkloadPending",
+    DeactivateWorkload: "DeactivateWorkload",
+    SetClusterQueueStatus: "SetClusterQueueStatus",
+    SetLocalQueueStatus: "SetLocalQueueStatus",
+    Fence: "Fence",
+}
+
+# Applied (nothing else to write, the object already says it), then refused.
+AppliedReason = Literal["", "AlreadyApplied", "AlreadyEvicted", "Unchanged", "Fenced"]
+RefusalReason = Literal[
+    "StaleEpoch",  # an older epoch of the writer: a newer leader has written
+    "NotFound",
+    "WrongKind",
+    "UidMismatch",  # decided on another incarnation of the object
+    "Deleting",
+    "Finished",
+    "Inactive",
+    "AlreadyAdmitted",  # quota already reserved with another admission
+    "NotAdmitted",
+    "QuotaReserved",
+    "EvictionInProgress",  # still holds the quota it is being evicted from
+    "Rejected",  # the API server refused the write (400)
+    "Forbidden",  # the API server refused the write (403)
+]
+OutcomeReason: TypeAlias = AppliedReason | RefusalReason
+
+
 class CommandOutcome(msgspec.Struct, frozen=True, kw_only=True):
     """What the watcher did with a command, published to the writer's outcome subject."""
 
@@ -168,8 +217,23 @@ class CommandOutcome(msgspec.Struct, frozen=True, kw_only=True):
     writer: str
     epoch: int
     applied: bool
-    reason: str = ""  # why it was refused: StaleEpoch, NotFound, UidMismatch, AlreadyAdmitted, ...
+    reason: OutcomeReason = ""
     resource_version: str = ""  # of the object after the write (or the newest seen when refused)
+    command: CommandType | None = None  # the command's type, namespace and name: what it was about
+    namespace: str = ""
+    name: str = ""
+
+
+def outcome_of(
+    cmd: Command, *, cluster: str, applied: bool, reason: OutcomeReason, resource_version: str = ""
+) -> CommandOutcome:
+    """The outcome of `cmd`, carrying what the command was about."""
+    return CommandOutcome(command_id=cmd.id, cluster=cluster, writer=cmd.writer, epoch=cmd.epoch, applied=applied,
+                          reason=reason, resource_version=resource_version, command=COMMAND_TYPE[type(cmd)],
+                          namespace=getattr(cmd, "namespace", ""), name=getattr(cmd, "name", ""))
+
+
+# --- end of typed command outcomes ------------------------------------------------------------
 
 
 # Decisions: what a service decided and why (KQ_EVENTS). `kq describe` shows them.
@@ -203,7 +267,7 @@ class WorkloadEvictedEvent(_Decision, frozen=True, kw_only=True, tag="Evicted"):
     reason: str
 
 
-Decision = Union[WorkloadAdmittedEvent, WorkloadPendingEvent, WorkloadPreemptedEvent, WorkloadEvictedEvent]
+Decision = WorkloadAdmittedEvent | WorkloadPendingEvent | WorkloadPreemptedEvent | WorkloadEvictedEvent
 
 # One reused decoder/encoder per union.
 command_decoder = msgspec.json.Decoder(Command)
@@ -212,7 +276,7 @@ decision_decoder = msgspec.json.Decoder(Decision)
 encoder = msgspec.json.Encoder()
 
 
-def command_kind(cmd: Command) -> str:
+def command_kind(cmd: Command) -> CommandKind:
     if isinstance(cmd, SetActiveCondition):
         return cmd.kind
     return COMMAND_KIND[type(cmd)]

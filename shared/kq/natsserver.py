@@ -102,8 +102,9 @@ class NatsServer:
         binary = self._binary or find_nats_server()
         if self._given_store is None or self._given_log is None:
             self._tmp = tempfile.mkdtemp(prefix="kq-nats-")
-        self.store_dir = self._given_store or Path(self._tmp, "store")  # type: ignore[arg-type]
-        self.log_file = self._given_log or Path(self._tmp, "nats-server.log")  # type: ignore[arg-type]
+        # _tmp is set just above whenever either default is used.
+        self.store_dir = self._given_store or Path(self._tmp or "", "store")
+        self.log_file = self._given_log or Path(self._tmp or "", "nats-server.log")
         self.store_dir.mkdir(parents=True, exist_ok=True)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         self._log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0

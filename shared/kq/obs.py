@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -60,7 +60,7 @@ class _TeeSink:
 
 
 def _static_fields(service: str, instance: str) -> structlog.types.Processor:
-    def add(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    def add(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
         event.setdefault("service", service)
         event.setdefault("instance", instance)
         return event
@@ -68,7 +68,7 @@ def _static_fields(service: str, instance: str) -> structlog.types.Processor:
     return add
 
 
-def _add_trace_ids(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+def _add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     ctx = trace.get_current_span().get_span_context()
     if ctx.is_valid:
         event["trace_id"] = format(ctx.trace_id, "032x")
@@ -132,11 +132,14 @@ def get_logger(name: str | None = None, **bound: Any) -> Any:
 
 
 def _otlp_exporter() -> SpanExporter:
+    # The OTLP exporters are optional installs, absent from kq's own dependencies.
     try:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # type: ignore[import-not-found]
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[import-not-found]  # optional
+            OTLPSpanExporter,
+        )
     except ImportError:
         try:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]
+            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (  # type: ignore[import-not-found]  # optional
                 OTLPSpanExporter,
             )
         except ImportError:

@@ -1,30 +1,27 @@
-"""kubesim in-process on port 0, driven through kubernetes-asyncio (the production client path)."""
+"""kubesim in-process on port 0 (tests/support/kubesim_fixtures.py), driven through kubernetes-asyncio
+(the production client path)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import aiohttp
 import pytest
+from contract.sim_objects import api_client
 from kubernetes_asyncio import client
+from support.kubesim_fixtures import SimSpec
 
-from contract.sim_objects import Control, api_client
 from kubesim.server import KubeSim
 
 
 @pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim(["manager", "worker-1"], ready_delay_s=0.05, bookmark_interval_s=0.2, history_size=1000, seed=7)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
+def kubesim_spec() -> SimSpec:
+    return SimSpec(clusters=("manager", "worker-1"), seed=7, history_size=1000)
 
 
 @pytest.fixture
 async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[client.ApiClient]:
+    """Here `kube` is the official client's ApiClient for the manager, not kq's KubeClient."""
     c = await api_client(sim, "manager", tmp_path)
     try:
         yield c
@@ -45,9 +42,3 @@ def batch(kube: client.ApiClient) -> client.BatchV1Api:
 @pytest.fixture
 def custom(kube: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(kube)
-
-
-@pytest.fixture
-async def control(sim: KubeSim) -> AsyncIterator[Control]:
-    async with aiohttp.ClientSession() as s:
-        yield Control(s, sim.url)

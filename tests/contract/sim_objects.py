@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio import client, config
 
 from kubesim.server import KubeSim
@@ -21,30 +20,6 @@ async def api_client(sim: KubeSim, cluster: str, tmp: Path) -> client.ApiClient:
     cfg = client.Configuration()
     await config.load_kube_config(config_file=str(path), client_configuration=cfg, persist_config=False)
     return client.ApiClient(configuration=cfg)
-
-
-class Control:
-    """kubesim's control API."""
-
-    def __init__(self, session: aiohttp.ClientSession, base: str) -> None:
-        self.session = session
-        self.base = base
-
-    async def post(self, path: str, body: dict[str, Any] | None = None, *, expect: int = 200) -> dict[str, Any]:
-        async with self.session.post(f"{self.base}/kubesim/{path}", json=body or {}) as r:
-            data = await r.json()
-            assert r.status == expect, (r.status, data)
-            return data
-
-    async def delete(self, path: str) -> dict[str, Any]:
-        async with self.session.delete(f"{self.base}/kubesim/{path}") as r:
-            assert r.status == 200, await r.text()
-            return await r.json()
-
-    async def state(self) -> dict[str, Any]:
-        async with self.session.get(f"{self.base}/kubesim/state") as r:
-            assert r.status == 200
-            return await r.json()
 
 
 async def make_namespace(core: client.CoreV1Api, name: str) -> None:

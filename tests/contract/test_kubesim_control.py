@@ -10,12 +10,13 @@ from typing import Any
 
 import aiohttp
 import pytest
+from contract.sim_objects import KUEUE, MERGE, api_client, job_body, workload_body
 from kubernetes_asyncio.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-
-from contract.sim_objects import KUEUE, MERGE, Control, api_client, job_body, workload_body
-from kubesim.server import KubeSim
+from support.kubesim_fixtures import SimControl
 from support.wait import eventually
+
+from kubesim.server import KubeSim
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -48,7 +49,7 @@ async def _workload_owned_by_job(custom: CustomObjectsApi, job: Any) -> dict[str
 
 
 async def test_finish_by_workload_name_completes_the_job(
-    batch: BatchV1Api, core: CoreV1Api, custom: CustomObjectsApi, control: Control
+    batch: BatchV1Api, core: CoreV1Api, custom: CustomObjectsApi, control: SimControl
 ) -> None:
     job = await batch.create_namespaced_job("default", job_body("j1", parallelism=2, completions=4))
     wl = await _workload_owned_by_job(custom, job)
@@ -60,7 +61,7 @@ async def test_finish_by_workload_name_completes_the_job(
     assert j.status.succeeded == 4 and not j.status.failed
 
 
-async def test_fail_marks_the_job_failed(batch: BatchV1Api, core: CoreV1Api, control: Control) -> None:
+async def test_fail_marks_the_job_failed(batch: BatchV1Api, core: CoreV1Api, control: SimControl) -> None:
     await batch.create_namespaced_job("default", job_body("j1", parallelism=2, completions=2))
     await eventually(lambda: _running_pods(core, 2))
     await control.post("clusters/manager/finish", {"namespace": "default", "name": "j1", "succeeded": False})
@@ -73,7 +74,7 @@ async def test_fail_marks_the_job_failed(batch: BatchV1Api, core: CoreV1Api, con
     await eventually(pods_failed)
 
 
-async def test_finish_of_a_bare_workload_sets_finished(custom: CustomObjectsApi, control: Control) -> None:
+async def test_finish_of_a_bare_workload_sets_finished(custom: CustomObjectsApi, control: SimControl) -> None:
     await custom.create_namespaced_custom_object(*KUEUE, "default", "workloads", workload_body("w1"))
     await control.post("clusters/manager/finish", {"namespace": "default", "name": "w1", "succeeded": False})
     w = await custom.get_namespaced_custom_object_status(*KUEUE, "default", "workloads", "w1")
@@ -82,9 +83,9 @@ async def test_finish_of_a_bare_workload_sets_finished(custom: CustomObjectsApi,
 
 
 async def test_finish_goes_to_the_worker_running_a_multikueue_job(
-    sim: KubeSim, batch: BatchV1Api, control: Control, tmp_path: Path
+    sim: KubeSim, batch: BatchV1Api, control: SimControl, tmp_path: Path
 ) -> None:
-    await batch.create_namespaced_job("default", job_body("j1", queue="lq", **{"managedBy": "kueue.x-k8s.io/multikueue"}))
+    await batch.create_namespaced_job("default", job_body("j1", queue="lq", managedBy="kueue.x-k8s.io/multikueue"))
     worker = await api_client(sim, "worker-1", tmp_path)
     try:
         wbatch = BatchV1Api(worker)
@@ -105,7 +106,7 @@ async def test_finish_goes_to_the_worker_running_a_multikueue_job(
         await worker.close()
 
 
-async def test_pods_readiness_overrides(batch: BatchV1Api, core: CoreV1Api, control: Control) -> None:
+async def test_pods_readiness_overrides(batch: BatchV1Api, core: CoreV1Api, control: SimControl) -> None:
     await batch.create_namespaced_job("default", job_body("j1", parallelism=2, completions=2))
 
     async def ready_count(n: int) -> bool:
@@ -149,17 +150,17 @@ async def test_pods_readiness_overrides(batch: BatchV1Api, core: CoreV1Api, cont
     ids=["finish-no-namespace", "finish-bad-succeeded", "pods-no-mode", "errors-bad-code", "latency-negative",
          "unknown-fault"],
 )
-async def test_bad_control_requests_name_the_field(control: Control, path: str, body: dict, field: str) -> None:
+async def test_bad_control_requests_name_the_field(control: SimControl, path: str, body: dict, field: str) -> None:
     res = await control.post(f"clusters/manager/{path}", body, expect=400)
     assert field in res["error"]
 
 
-async def test_unknown_targets_are_404(control: Control) -> None:
+async def test_unknown_targets_are_404(control: SimControl) -> None:
     await control.post("clusters/nope/finish", {"namespace": "default", "name": "x"}, expect=404)
     await control.post("clusters/manager/finish", {"namespace": "default", "name": "x"}, expect=404)
 
 
-async def test_disconnect_and_reconnect(sim: KubeSim, core: CoreV1Api, control: Control, tmp_path: Path) -> None:
+async def test_disconnect_and_reconnect(sim: KubeSim, core: CoreV1Api, control: SimControl, tmp_path: Path) -> None:
     from kubernetes_asyncio import watch
 
     await core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
@@ -189,7 +190,7 @@ async def test_disconnect_and_reconnect(sim: KubeSim, core: CoreV1Api, control: 
 
 
 async def test_partial_disconnect_cuts_only_clients_with_that_user_agent(sim: KubeSim, core: CoreV1Api,
-                                                                        control: Control, tmp_path: Path) -> None:
+                                                                        control: SimControl, tmp_path: Path) -> None:
     """MultiKueue's "the manager loses a worker": the worker's own clients keep working."""
     from kq.kube import KubeClient, Unreachable
 
@@ -211,7 +212,7 @@ async def test_partial_disconnect_cuts_only_clients_with_that_user_agent(sim: Ku
         await remote.close()
 
 
-async def test_injected_errors(core: CoreV1Api, custom: CustomObjectsApi, control: Control) -> None:
+async def test_injected_errors(core: CoreV1Api, custom: CustomObjectsApi, control: SimControl) -> None:
     await control.post("clusters/manager/faults", {"type": "errors", "code": 429, "count": 2, "verbs": ["list"],
                                                    "resources": ["configmaps"], "retryAfterSeconds": 3})
     await core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})  # not a list: passes
@@ -241,7 +242,7 @@ async def test_injected_errors(core: CoreV1Api, custom: CustomObjectsApi, contro
     assert e.value.status == 409
 
 
-async def test_latency(core: CoreV1Api, control: Control) -> None:
+async def test_latency(core: CoreV1Api, control: SimControl) -> None:
     await control.post("clusters/manager/faults", {"type": "latency", "ms": 200})
     t0 = time.monotonic()
     await core.list_namespace()
@@ -252,7 +253,7 @@ async def test_latency(core: CoreV1Api, control: Control) -> None:
     assert time.monotonic() - t0 < 0.2
 
 
-async def test_state_reports_activity(batch: BatchV1Api, control: Control) -> None:
+async def test_state_reports_activity(batch: BatchV1Api, control: SimControl) -> None:
     before = (await control.state())["clusters"]
     assert set(before) == {"manager", "worker-1"}
     await batch.create_namespaced_job("default", job_body("j1", runtime="300ms"))

@@ -6,10 +6,9 @@ import json
 import re
 
 import pytest
+from contract.sim_objects import KUEUE, MERGE, make_namespace, workload_body
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-
-from contract.sim_objects import KUEUE, MERGE, make_namespace, workload_body
 
 pytestmark = pytest.mark.timeout(30)
 

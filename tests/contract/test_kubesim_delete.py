@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+from contract.sim_objects import KUEUE, MERGE, job_body, make_namespace, workload_body
 from kubernetes_asyncio.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-
-from contract.sim_objects import KUEUE, MERGE, job_body, make_namespace, workload_body
 from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
@@ -24,8 +24,8 @@ async def _exists(core: CoreV1Api, name: str, ns: str = "default") -> bool:
         raise
 
 
-def _owned_by(owner: object, name: str) -> dict:
-    meta = owner.metadata  # type: ignore[attr-defined]
+def _owned_by(owner: Any, name: str) -> dict[str, Any]:
+    meta = owner.metadata
     return {"metadata": {"name": name, "ownerReferences": [
         {"apiVersion": "v1", "kind": "ConfigMap", "name": meta.name, "uid": meta.uid}]}}
 

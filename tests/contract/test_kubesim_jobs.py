@@ -5,10 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from contract.sim_objects import MERGE, job_body
 from kubernetes_asyncio.client import BatchV1Api, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-
-from contract.sim_objects import MERGE, job_body
 from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
@@ -102,7 +101,7 @@ async def _pod_count(core: CoreV1Api, job: str, n: int) -> bool:
 
 
 async def test_job_managed_by_another_controller_is_left_alone(batch: BatchV1Api, core: CoreV1Api) -> None:
-    await batch.create_namespaced_job("default", job_body("j1", **{"managedBy": "kueue.x-k8s.io/multikueue"}))
+    await batch.create_namespaced_job("default", job_body("j1", managedBy="kueue.x-k8s.io/multikueue"))
     await batch.create_namespaced_job("default", job_body("j2"))
     await eventually(lambda: _pod_count(core, "j2", 1))  # the controller has run
     assert await _pods(core, "j1") == []
@@ -132,7 +131,7 @@ async def test_pod_template_is_mutable_only_while_suspended_and_not_started(batc
 
 
 async def test_failed_pods_past_backoff_limit_fail_the_job(batch: BatchV1Api, core: CoreV1Api) -> None:
-    await batch.create_namespaced_job("default", job_body("j1", **{"backoffLimit": 1}))
+    await batch.create_namespaced_job("default", job_body("j1", backoffLimit=1))
     for round_ in range(2):
         pods = await eventually(lambda: _pods_running(core, "j1"), what=f"a running pod, round {round_}")
         await core.patch_namespaced_pod_status(pods[0].metadata.name, "default", {"status": {"phase": "Failed"}},

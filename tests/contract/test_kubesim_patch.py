@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from contract.sim_objects import JSON_PATCH, KUEUE, MERGE, STRATEGIC, pod_body, workload_body
 from kubernetes_asyncio.client import ApiClient, CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-
-from contract.sim_objects import JSON_PATCH, KUEUE, MERGE, STRATEGIC, pod_body, workload_body
 
 pytestmark = pytest.mark.timeout(30)
 

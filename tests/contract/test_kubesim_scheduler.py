@@ -6,9 +6,8 @@ import time
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client import CoreV1Api
-
 from contract.sim_objects import MERGE, STRATEGIC, node_body, pod_body
+from kubernetes_asyncio.client import CoreV1Api
 from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)

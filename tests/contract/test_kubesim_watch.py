@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from typing import Any
 
 import aiohttp
 import pytest
+from contract.sim_objects import KUEUE, MERGE, api_client, workload_body
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client import CoreV1Api, CustomObjectsApi
 from kubernetes_asyncio.client.exceptions import ApiException
-
-from contract.sim_objects import KUEUE, MERGE, Control, api_client, workload_body
-from kubesim.server import KubeSim
+from support.kubesim_fixtures import SimControl
 from support.wait import eventually
+
+from kubesim.server import KubeSim
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -41,10 +43,8 @@ class Collector:
 
     async def stop(self) -> None:
         self.task.cancel()
-        try:
+        with contextlib.suppress(asyncio.CancelledError):
             await self.task
-        except asyncio.CancelledError:
-            pass
         await self.w.close()
 
 
@@ -109,7 +109,7 @@ async def test_selector_watch_sees_objects_enter_and_leave(custom: CustomObjects
         await c.stop()
 
 
-async def test_expired_history_is_410_gone(core: CoreV1Api, control: Control) -> None:
+async def test_expired_history_is_410_gone(core: CoreV1Api, control: SimControl) -> None:
     old = await core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
     await core.create_namespaced_config_map("default", {"metadata": {"name": "b"}})
     await control.post("clusters/manager/faults", {"type": "expire-history"})
@@ -130,7 +130,7 @@ async def test_expired_history_is_410_gone(core: CoreV1Api, control: Control) ->
         await c.stop()
 
 
-async def test_410_is_an_error_event_with_a_status(sim: KubeSim, core: CoreV1Api, control: Control) -> None:
+async def test_410_is_an_error_event_with_a_status(sim: KubeSim, core: CoreV1Api, control: SimControl) -> None:
     old = await core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
     await core.create_namespaced_config_map("default", {"metadata": {"name": "b"}})
     await control.post("clusters/manager/faults", {"type": "expire-history"})
@@ -172,7 +172,7 @@ async def test_history_window_is_bounded(tmp_path: Any) -> None:
         await sim.stop()
 
 
-async def test_cut_mid_stream_raises_client_payload_error(core: CoreV1Api, control: Control) -> None:
+async def test_cut_mid_stream_raises_client_payload_error(core: CoreV1Api, control: SimControl) -> None:
     await core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
     c = Collector(core.list_namespaced_config_map, "default")
     try:
@@ -185,7 +185,7 @@ async def test_cut_mid_stream_raises_client_payload_error(core: CoreV1Api, contr
         await c.stop()
 
 
-async def test_clean_cut_ends_the_stream_and_the_client_resumes(core: CoreV1Api, control: Control) -> None:
+async def test_clean_cut_ends_the_stream_and_the_client_resumes(core: CoreV1Api, control: SimControl) -> None:
     await core.create_namespaced_config_map("default", {"metadata": {"name": "a"}})
     c = Collector(core.list_namespaced_config_map, "default")  # no timeout: kubernetes-asyncio reconnects
     try:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from support.wait import eventually
 
 from kq.kube import KubeClient
 from kq.stack import read_state, stop_stack
-from support.wait import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

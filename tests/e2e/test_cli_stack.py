@@ -10,13 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.wait import eventually
 
 from kq.stack import is_alive, read_state, stop_stack
-from support.wait import eventually
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# The shape of Kueue's own config map (tests/unit/fixtures): accepted whole, unused fields listed.
+KUEUE_CONFIG = Path(__file__).resolve().parents[1] / "unit" / "fixtures" / "kueue-manager-config.yaml"
 
 
 class Run:
@@ -32,7 +34,7 @@ async def kq(*args: str, cwd: Path, timeout: float = 60.0) -> Run:
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         proc.kill()
         await proc.wait()
         raise AssertionError(f"kq {' '.join(args)} did not finish within {timeout}s") from None
@@ -43,18 +45,31 @@ def table(text: str) -> list[dict[str, str]]:
     """Rows of a kubectl-like table as dicts; columns start where the header has 3+ spaces before a name."""
     lines = text.splitlines()
     starts = [0] + [m.end() for m in re.finditer(r" {3,}", lines[0])]
-    bounds = list(zip(starts, [*starts[1:], None]))
+    bounds = list(zip(starts, [*starts[1:], None], strict=False))
     names = [lines[0][s:e].strip() for s, e in bounds]
-    return [{n: ln[s:e].strip() for n, (s, e) in zip(names, bounds)} for ln in lines[1:]]
+    return [{n: ln[s:e].strip() for n, (s, e) in zip(names, bounds, strict=False)} for ln in lines[1:]]
+
+
+async def test_up_refuses_a_bad_kueue_configuration_naming_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "kueue.yaml"
+    bad.write_text("apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nwaitForPodsReady: {timeout: -5m}\n")
+    up = await kq("up", "--kueue-config", str(bad), cwd=tmp_path)
+    assert up.code == 1, up
+    assert "timeout: negative duration '-5m' - at `$.waitForPodsReady`" in up.err
+    assert not (tmp_path / ".kq" / "stack" / "stack.json").exists()
 
 
 async def test_up_apply_get_down(tmp_path: Path) -> None:
     # The default state dir, .kq/stack under the current directory: no --dir anywhere.
-    up = await kq("up", "--timeout", "120", cwd=tmp_path, timeout=150)
+    up = await kq("up", "--timeout", "120", "--kueue-config", str(KUEUE_CONFIG), cwd=tmp_path, timeout=150)
     state_dir = tmp_path / ".kq" / "stack"
     try:
         assert up.code == 0, up
         assert "stack is up" in up.out
+        unused = next(ln for ln in up.out.splitlines() if ln.startswith("kueue configuration: kq does not use "))
+        assert "health.healthProbeBindAddress" in unused and "featureGates.TopologyAwareScheduling" in unused
+        assert "fairSharing" not in unused and "integrations.frameworks[batch/job]" not in unused
+        assert "kueue configuration fields kq does not use" in (state_dir / "logs" / "watcher.log").read_text()
         state = read_state(state_dir)
         assert {"nats-server", "kubesim", "watcher"} <= {p.name for p in state.processes}
         assert all(is_alive(p) for p in state.processes)

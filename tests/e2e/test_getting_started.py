@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from e2e.test_cli_stack import EXAMPLES, kq, table
+from support.wait import eventually
 
 from kq.stack import stop_stack
-from support.wait import eventually
-from test_cli_stack import EXAMPLES, kq, table
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -33,7 +33,7 @@ async def test_kueue_quick_start_runs_to_completion(tmp_path: Path) -> None:
             assert got.code == 0, got
             return table(got.out) if got.out else []
 
-        async def workloads_in(*states: str) -> list[tuple[str, str]] | None:
+        async def workloads_in(*states: str) -> list[tuple[str, str]]:
             got = [(r["NAME"], r["STATE"]) for r in await rows("workloads")]
             assert len(got) == 1 and got[0][1] in states, got
             return got

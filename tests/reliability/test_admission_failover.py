@@ -10,12 +10,13 @@ workload admitted twice; and in the end nothing lost: every workload admitted on
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ import msgspec
 import pytest
 import yaml
 from nats.js.errors import NotFoundError
+from support.kubesim_fixtures import SimSpec
 from support.wait import eventually
-from support.watcher_harness import create, kube_client, running_watcher
+from support.watcher_harness import create, running_watcher
 
 from kq import subjects
 from kq.api import constants as k
@@ -49,23 +51,7 @@ LIMITS = {"cq-a": 8000, "cq-b": 7000}
 COHORT_LIMIT = 10000
 
 
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, history_size=50_000, seed=31)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
-
-
-@pytest.fixture
-async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, C)
-    try:
-        yield c
-    finally:
-        await c.close()
+KUBESIM = SimSpec(clusters=(C,), seed=31, history_size=50_000)
 
 
 async def make_world(kube: KubeClient) -> None:
@@ -164,12 +150,11 @@ class Schedulers:
         self.procs: dict[str, asyncio.subprocess.Process] = {}
 
     async def start(self, instance: str) -> None:
-        out = open(self.tmp / f"admission-{instance}.log", "wb")
-        env = {**os.environ, "KQ_CONFIG": str(self.config), "KQ_INSTANCE": instance, "KQ_LOG_LEVEL": "info"}
-        self.procs[instance] = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "services.admission", cwd=str(ROOT), env=env, stdout=out,
-            stderr=asyncio.subprocess.STDOUT)
-        out.close()
+        with open(self.tmp / f"admission-{instance}.log", "wb") as out:  # the child keeps its own descriptor
+            env = {**os.environ, "KQ_CONFIG": str(self.config), "KQ_INSTANCE": instance, "KQ_LOG_LEVEL": "info"}
+            self.procs[instance] = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "services.admission", cwd=str(ROOT), env=env, stdout=out,
+                stderr=asyncio.subprocess.STDOUT)
 
     def output(self) -> str:
         return "\n".join(f"--- admission-{i} (exit {p.returncode}) ---\n"
@@ -192,7 +177,7 @@ class Schedulers:
         for proc in self.procs.values():
             try:
                 await asyncio.wait_for(proc.wait(), 15)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 await proc.wait()
 
@@ -256,10 +241,8 @@ class Flow:
         conds.append({"type": k.WORKLOAD_FINISHED, "status": "True", "reason": "Succeeded", "message": "done",
                       "lastTransitionTime": "2024-01-01T00:00:00Z"})
         body = {"metadata": {"resourceVersion": w.metadata.resource_version}, "status": {"conditions": conds}}
-        try:
+        with contextlib.suppress(Conflict):  # changed since the list: finished on a later poll
             await self.kube.patch("workload", "demo", w.metadata.name, body, patch_type="merge", subresource="status")
-        except Conflict:
-            pass  # changed since the list: finished on a later poll
 
 
 async def run_flow(flow: Flow, watch: QuotaWatch, watching: asyncio.Task[None],

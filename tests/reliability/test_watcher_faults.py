@@ -4,24 +4,22 @@ the bus converges to the API server's state: nothing missing, nothing extra, not
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
+from support.kubesim_fixtures import SimControl, SimSpec
 from support.wait import eventually
 from support.watcher_harness import (
     Churn,
     MirrorFollower,
-    SimControl,
     api_state,
     create,
     diff,
-    kube_client,
     mirror_state,
-    workload_doc,
     running_watcher,
+    workload_doc,
 )
 
 from kq.kube import KubeClient
@@ -38,30 +36,7 @@ SETTINGS = WatcherSettings(skip_kinds=("pod", "node", "job", "jobset"), watch_ti
                            retry_base_s=0.05, retry_max_s=0.3)
 
 
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, history_size=5000, seed=17)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
-
-
-@pytest.fixture
-async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, C)
-    await create(c, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}})
-    try:
-        yield c
-    finally:
-        await c.close()
-
-
-@pytest.fixture
-async def control(sim: KubeSim) -> AsyncIterator[SimControl]:
-    async with aiohttp.ClientSession() as s:
-        yield SimControl(s, sim.url)
+KUBESIM = SimSpec(clusters=(C,), seed=17, history_size=5000, namespaces=("demo",))
 
 
 async def _converged(kube: KubeClient, mirror: MirrorFollower) -> None:
@@ -73,7 +48,7 @@ async def _converged(kube: KubeClient, mirror: MirrorFollower) -> None:
     await eventually(probe, timeout=20, interval=0.1, what="mirror == API")
 
 
-async def _with_churn(kube: KubeClient, seed: int, during) -> int:  # type: ignore[no-untyped-def]
+async def _with_churn(kube: KubeClient, seed: int, during) -> int:
     churn = Churn(kube, seed)
     task = asyncio.create_task(churn.run())
     try:

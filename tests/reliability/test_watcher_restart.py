@@ -8,13 +8,13 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import yaml
+from support.kubesim_fixtures import SimSpec
 from support.wait import eventually
-from support.watcher_harness import Churn, MirrorFollower, api_state, create, diff, kube_client, mirror_state
+from support.watcher_harness import Churn, MirrorFollower, api_state, diff, mirror_state
 
 from kq.config import NatsConfig
 from kq.kube import KubeClient
@@ -23,31 +23,17 @@ from kq.runtime.health import wait_healthy
 from kq.runtime.streams import ensure_streams
 from kubesim.server import KubeSim
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.timeout(300)
 C = "c1"
 KINDS = ["resourceflavor", "workload", "namespace"]
 ROOT = Path(__file__).resolve().parents[2]
 DUP_WINDOW_S = 0.5
+# A restart rebuilds the index from the mirror and lists every kind again (thousands of objects
+# by the last round): on a loaded 2-core machine that can take well over 30 s.
+READY_TIMEOUT_S = 60
 
 
-@pytest.fixture
-async def sim() -> AsyncIterator[KubeSim]:
-    s = KubeSim([C], ready_delay_s=0.05, bookmark_interval_s=0.2, history_size=20_000, seed=23)
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
-
-
-@pytest.fixture
-async def kube(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, C)
-    await create(c, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}})
-    try:
-        yield c
-    finally:
-        await c.close()
+KUBESIM = SimSpec(clusters=(C,), seed=23, history_size=20_000, namespaces=("demo",))
 
 
 class WatcherProcess:
@@ -67,11 +53,10 @@ class WatcherProcess:
 
     async def start(self) -> None:
         self.runs += 1
-        out = open(self.tmp / f"watcher-{self.runs}.log", "wb")
-        env = {**os.environ, "KQ_CONFIG": str(self.config), "KQ_LOG_LEVEL": "warning"}
-        self.proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.watcher", cwd=str(ROOT),
-                                                         env=env, stdout=out, stderr=asyncio.subprocess.STDOUT)
-        out.close()
+        with open(self.tmp / f"watcher-{self.runs}.log", "wb") as out:  # the child keeps its own descriptor
+            env = {**os.environ, "KQ_CONFIG": str(self.config), "KQ_LOG_LEVEL": "warning"}
+            self.proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "services.watcher", cwd=str(ROOT),
+                                                             env=env, stdout=out, stderr=asyncio.subprocess.STDOUT)
 
     def output(self) -> str:
         return "\n".join((self.tmp / f"watcher-{i}.log").read_text()[-3000:] for i in range(1, self.runs + 1))
@@ -86,7 +71,7 @@ class WatcherProcess:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(self.proc.wait(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 await self.kill()
 
 
@@ -101,17 +86,22 @@ async def test_killed_watcher_resumes_without_loss_or_duplicates(bus: Bus, nats_
             for round_ in range(3):
                 await watcher.start()
                 try:
-                    await wait_healthy(bus.nc, "watcher", timeout=30)
+                    await wait_healthy(bus.nc, "watcher", timeout=READY_TIMEOUT_S)
                 except TimeoutError as e:
                     raise AssertionError(f"{e}\n{watcher.output()}") from None
                 start = churn.ops
-                await eventually(lambda: churn.ops >= start + 40, timeout=20, what=f"churn in round {round_}")
+                await eventually(lambda: churn.ops >= start + 40,  # noqa: B023 - awaited before start changes
+                                 timeout=20, what=f"churn in round {round_}")
                 await watcher.kill()  # mid-stream: records in flight, a batch half published
                 start = churn.ops
-                await eventually(lambda: churn.ops >= start + 20, timeout=20, what="churn while it is down")
+                await eventually(lambda: churn.ops >= start + 20,  # noqa: B023 - awaited before start changes
+                                 timeout=20, what="churn while it is down")
 
             await watcher.start()
-            await wait_healthy(bus.nc, "watcher", timeout=30)
+            try:
+                await wait_healthy(bus.nc, "watcher", timeout=READY_TIMEOUT_S)
+            except TimeoutError as e:
+                raise AssertionError(f"{e}\n{watcher.output()}") from None
             churn.stop()
             await churning
 
@@ -129,6 +119,8 @@ async def test_killed_watcher_resumes_without_loss_or_duplicates(bus: Bus, nats_
         for r in mirror.seen:
             key = (r.kind, r.namespace, r.name, r.resource_version, r.deleted)
             stored[key] = stored.get(key, 0) + 1
+        # Each state once: a relist publishes only what changed, and a watch event the list already
+        # carried (a paged list can be newer than its resourceVersion) is not published again.
         assert [key for key, n in stored.items() if n > 1] == []
         assert churn.ops > 150
     finally:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from support.kubesim_fixtures import SimSpec
 from support.wait import eventually
 from support.watcher_harness import cluster_configs, create, read_typed, running_watcher
 
@@ -28,13 +29,13 @@ from kq.messages import AdmitWorkload, WorkloadPendingEvent, decision_decoder
 from kq.runtime import Bus, Lease
 from kubesim.server import KubeSim
 from services.admission.leader import TermSettings
-from services.admission.outputs import command_id
+from services.admission.plan.outputs import command_id
 from services.admission.service import AdmissionSettings, main
 from services.watcher.core.job_pods import workload_name
 
 pytestmark = pytest.mark.timeout(120)
 C = "c1"
-SIM_SEED = 11
+KUBESIM = SimSpec(seed=11)
 FAST = AdmissionSettings(lease_ttl_s=3, term=TermSettings(progress_log_s=2.0))
 KUEUE = "kueue.x-k8s.io/v1beta2"
 
@@ -52,10 +53,8 @@ async def running_admission(nats: NatsConfig, sim: KubeSim, tmp: Path, instance:
         yield bus
     finally:
         task.cancel()
-        try:
+        with suppress(asyncio.CancelledError, Exception):
             await task
-        except (asyncio.CancelledError, Exception):
-            pass
         await bus.close()
 
 
@@ -129,7 +128,7 @@ def reserved(w: Workload) -> bool:
 
 
 async def cluster_queue(kube: KubeClient) -> ClusterQueue:
-    return await read_typed(kube, "clusterqueue", None, "cq")  # type: ignore[no-any-return]
+    return await read_typed(kube, "clusterqueue", None, "cq")
 
 
 def cq_summary(cq: ClusterQueue) -> tuple[Any, ...]:
@@ -151,7 +150,7 @@ async def workload_of_job(kube: KubeClient, job: Job) -> str:
 
 
 async def read_job(kube: KubeClient, name: str) -> Job:
-    return await read_typed(kube, "job", "demo", name)  # type: ignore[no-any-return]
+    return await read_typed(kube, "job", "demo", name)
 
 
 # --- tests ------------------------------------------------------------------------------------------
@@ -178,7 +177,8 @@ async def test_admits_up_to_quota_and_keeps_the_rest_pending(bus: Bus, nats_conf
         for w in wls.values():
             if reserved(w):
                 assert condition_is_true(w.status.conditions, k.WORKLOAD_ADMITTED)
-                (psa,) = w.status.admission.pod_set_assignments  # type: ignore[union-attr]
+                assert w.status.admission is not None
+                (psa,) = w.status.admission.pod_set_assignments
                 assert (psa.flavors, psa.resource_usage, psa.count) == ({"cpu": "pool-a"}, {"cpu": "1"}, 1)
             elif (c := cond(w, k.WORKLOAD_QUOTA_RESERVED)) is not None:
                 # The head that was tried says why. Equivalent workloads behind it are set aside
@@ -228,7 +228,8 @@ async def test_a_job_runs_end_to_end(bus: Bus, nats_config: NatsConfig, sim: Kub
             return w
 
         w = await eventually(admitted, timeout=15, what="workload admitted")
-        (psa,) = w.status.admission.pod_set_assignments  # type: ignore[union-attr]
+        assert w.status.admission is not None
+        (psa,) = w.status.admission.pod_set_assignments
         assert (psa.name, psa.flavors, psa.resource_usage, psa.count) == ("main", {"cpu": "pool-a"}, {"cpu": "2"}, 2)
 
         async def quota_in_use() -> bool:
@@ -338,8 +339,10 @@ async def test_a_new_leader_waits_for_the_writes_of_the_old_one(bus: Bus, nats_c
         id=cid, cluster=C, writer="admission", epoch=old_epoch, namespace="demo", name="a", uid=a.metadata.uid,
         admission=admission), msg_id=cid)
 
-    async with running_admission(nats_config, sim, tmp_path, wait=False) as adm_bus:
-        async with running_watcher(bus, sim, tmp_path, [C]):
+    async with (
+        running_admission(nats_config, sim, tmp_path, wait=False) as adm_bus,
+        running_watcher(bus, sim, tmp_path, [C]),
+    ):
             await wait_deciding(adm_bus)
 
             async def settled() -> bool:
@@ -353,4 +356,4 @@ async def test_a_new_leader_waits_for_the_writes_of_the_old_one(bus: Bus, nats_c
             await eventually(settled, timeout=20, what="a admitted by the old leader, b waiting")
     # The new leader never decided to admit b: its last decision about b says why it waits.
     last = await bus.js.get_msg(subjects.EVENTS_STREAM, subject=subjects.event_subject(C, "workload", "demo", "b"))
-    assert isinstance(decision_decoder.decode(last.data), WorkloadPendingEvent)
+    assert isinstance(decision_decoder.decode(last.data or b""), WorkloadPendingEvent)

@@ -3,28 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+import contextlib
 
 import pytest
+from support.tasks import running
+from support.wait import eventually
 
 from kq import subjects
 from kq.runtime import Bus, Delivery, OutMsg
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
 CMD = subjects.command_subject("c1", "workload")
-
-
-@asynccontextmanager
-async def running(coro: Awaitable[None]) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.ensure_future(coro)
-    try:
-        yield task
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
 
 
 @pytest.mark.parametrize("pipeline,overlap", [(1, False), (3, True)], ids=["one-at-a-time", "pipelined"])
@@ -40,10 +30,9 @@ async def test_batches_overlap_only_when_pipelined(bus: Bus, pipeline: int, over
         most = max(most, active)
         seen.extend(d.data for d in ds)
         if len(seen) < 6:
-            try:  # hold the batch until the others could have started (bounded: never hangs)
+            # hold the batch until the others could have started (bounded: never hangs)
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(release.wait(), timeout=1.0)
-            except TimeoutError:
-                pass
         release.set()
         active -= 1
         return [None] * len(ds)

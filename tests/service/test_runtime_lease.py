@@ -6,9 +6,9 @@ import asyncio
 import time
 
 import pytest
+from support.wait import eventually
 
 from kq.runtime import Bus, Lease, lead
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -23,7 +23,9 @@ async def test_first_acquirer_holds_and_others_cannot(bus: Bus) -> None:
     assert a.is_held() and a.epoch is not None and a.epoch > 0
     assert not await b.try_acquire()
     assert b.epoch is None and not b.is_held()
-    rev, value = await b.current()  # type: ignore[misc]
+    current = await b.current()
+    assert current is not None
+    rev, value = current
     assert (rev, value.holder, value.partition) == (a.epoch, "a", "manager.root")
 
 
@@ -114,4 +116,4 @@ async def test_lead_runs_work_only_while_holding_and_fails_over(bus: Bus) -> Non
 async def test_lease_ttl_must_be_whole_seconds(bus: Bus) -> None:
     for bad in (0, 0.5, 1000):
         with pytest.raises(ValueError, match="ttl"):
-            Lease(bus, "s", "p", "h", ttl=bad)  # type: ignore[arg-type]
+            Lease(bus, "s", "p", "h", ttl=bad)  # type: ignore[arg-type]  # bad input on purpose

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import msgspec
 import pytest
 from nats.js import api
+from support.wait import eventually
 
 from kq import subjects
 from kq.runtime import Bus, OutMsg
 from kq.runtime.bus import schedule_time
 from kq.runtime.streams import LEASE_STREAM, MK_ALL
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -75,7 +75,7 @@ async def test_publish_many_keeps_order_and_dedupes(bus: Bus) -> None:
     msgs = [OutMsg(subjects.event_subject("m", "workload", "ns", f"w{i}"), Note(str(i)), f"id-{i}") for i in range(500)]
     acks = await bus.publish_many(msgs)
     assert [a.seq for a in acks] == list(range(1, 501))
-    again = await bus.publish_many(msgs[:10] + [OutMsg(subjects.event_subject("m", "workload", "ns", "new"), b"n", "id-new")])
+    again = await bus.publish_many([*msgs[:10], OutMsg(subjects.event_subject("m", "workload", "ns", "new"), b"n", "id-new")])
     assert [a.duplicate for a in again] == [True] * 10 + [None]
     assert again[-1].seq == 501
 
@@ -88,12 +88,12 @@ async def test_publish_many_reports_a_subject_no_stream_takes(bus: Bus) -> None:
 
 async def test_schedule_fires_at_its_time(bus: Bus) -> None:
     target = subjects.event_subject("m", "timer", "ns", "fired")
-    at = datetime.now(timezone.utc) + timedelta(seconds=1)
+    at = datetime.now(UTC) + timedelta(seconds=1)
     await bus.schedule(subjects.event_subject("m", "timer", "ns", "sched"), target, at, b"tick", msg_id="sched-1")
     assert await _stream_msgs(bus, subjects.EVENTS_STREAM, target) == []
     fired = await eventually(lambda: _stream_msgs(bus, subjects.EVENTS_STREAM, target), timeout=5)
     assert [d for _, d in fired] == [b"tick"]
-    assert datetime.now(timezone.utc) >= at
+    assert datetime.now(UTC) >= at
 
 
 def test_schedule_time_is_rfc3339_utc_millis() -> None:

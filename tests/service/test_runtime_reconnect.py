@@ -6,12 +6,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from support.wait import eventually
 
 from kq import subjects
 from kq.config import NatsConfig
 from kq.natsserver import NatsServer
 from kq.runtime import Bus, Delivery
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(60)
 

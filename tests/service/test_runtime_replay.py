@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Literal
 
 import pytest
+from support.wait import eventually
 
 from kq import subjects
 from kq.mirror import record_headers
 from kq.runtime import Bus, Delivery, OutMsg, PermanentError
 from kq.runtime.errors import dead_letter_decoder
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -19,9 +20,9 @@ def obj(name: str, ns: str = "ns") -> str:
     return subjects.object_subject("c1", "workload", ns, name)
 
 
-async def put(bus: Bus, name: str, rv: str, body: bytes | None = None, op: str = "put") -> None:
+async def put(bus: Bus, name: str, rv: str, body: bytes | None = None, op: Literal["put", "delete"] = "put") -> None:
     await bus.publish(obj(name), body or f"{name}@{rv}".encode(), msg_id=f"{name}@{rv}:{op}",
-                      headers=record_headers(op, rv, f"uid-{name}"))  # type: ignore[arg-type]
+                      headers=record_headers(op, rv, f"uid-{name}"))
 
 
 async def test_last_per_subject_replay_sees_latest_values_then_follows(bus: Bus) -> None:
@@ -116,7 +117,7 @@ async def test_replay_dead_letters_a_bad_message_and_goes_on(bus: Bus) -> None:
         await r.wait_caught_up(5)
     assert seen == [b"b@2"]
     m = await bus.js.get_last_msg(subjects.EVENTS_STREAM, subjects.dead_letter_subject("test"))
-    letter = dead_letter_decoder.decode(m.data)
+    letter = dead_letter_decoder.decode(m.data or b"")
     assert (letter.subject, letter.error, letter.data) == (obj("a"), "cannot decode a", b"poison")
 
 
@@ -125,5 +126,5 @@ async def test_wait_caught_up_reports_a_failed_replay(bus: Bus) -> None:
         pass
 
     async with bus.replay("NO_SUCH_STREAM", "x.>", handler) as r:
-        with pytest.raises(Exception, match="not found|NotFound"):
+        with pytest.raises(Exception, match=r"not found|NotFound"):
             await r.wait_caught_up(5)

@@ -11,10 +11,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from support.wait import eventually
 
 from kq import subjects
 from kq.runtime import Bus, wait_healthy
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(60)
 

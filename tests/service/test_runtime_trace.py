@@ -9,12 +9,12 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from support.wait import eventually
 
 from kq import subjects
 from kq.config import NatsConfig
 from kq.obs import extract_context, inject_context
 from kq.runtime import Bus, Delivery
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -4,10 +4,12 @@ run in stream order, and a command waiting behind a retrying one is retried with
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import aiohttp
 import pytest
-from support.watcher_harness import SimControl, create, read_typed
+from support.kubesim_fixtures import SimControl, SimSpec
+from support.watcher_harness import create, read_typed
 
 from kq import subjects
 from kq.api.kueue import Admission, PodSetAssignment, Workload
@@ -21,7 +23,7 @@ from services.watcher.objects import ClusterObjects
 
 pytestmark = pytest.mark.timeout(60)
 C = "c1"
-SIM_SEED = 5
+KUBESIM = SimSpec(seed=5)
 ADMISSION = Admission(cluster_queue="cq", pod_set_assignments=(
     PodSetAssignment(name="main", flavors={"cpu": "f1"}, resource_usage={"cpu": "1"}, count=1),))
 
@@ -43,7 +45,7 @@ def delivery(cmd: Command, seq: int) -> Delivery:
 
 
 def commands(wl: Workload) -> tuple[AdmitWorkload, EvictWorkload]:
-    common = {"cluster": C, "writer": "admission", "epoch": 0, "namespace": "demo", "name": "w1",
+    common: dict[str, Any] = {"cluster": C, "writer": "admission", "epoch": 0, "namespace": "demo", "name": "w1",
               "uid": wl.metadata.uid}
     return (AdmitWorkload(id="admit", admission=ADMISSION, **common),
             EvictWorkload(id="evict", reason="Preempted", message="by a test", **common))
@@ -74,14 +76,14 @@ async def test_a_later_batch_is_retried_behind_a_retrying_command(bus: Bus, kube
 
     blocked = asyncio.Event()
 
-    async def failing_admit(cmd, max_epoch):  # type: ignore[no-untyped-def]
+    async def failing_admit(cmd, max_epoch):
         if cmd.id == "admit":
             blocked.set()
             await gate.wait()
             raise TemporaryError("the API server is struggling")
         return await real_decide(cmd, max_epoch)
 
-    ex._decide = failing_admit  # type: ignore[method-assign]
+    ex._decide = failing_admit  # type: ignore[method-assign]  # a fault injected into the executor
     first = asyncio.create_task(ex.handle_batch([delivery(admit, 1)]))
     second = asyncio.create_task(ex.handle_batch([delivery(evict, 2)]))
     await asyncio.wait_for(blocked.wait(), 5)  # the admit is being applied, and held

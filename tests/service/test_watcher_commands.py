@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.kubesim_fixtures import SimControl, SimSpec
 from support.wait import eventually
-from support.watcher_harness import Outcomes, SimControl, create, read_typed, running_watcher, send
+from support.watcher_harness import Outcomes, create, read_typed, running_watcher, send
 
 from kq.api import constants as k
 from kq.api.kueue import Admission, ClusterQueueStatus, PodSetAssignment, Workload
@@ -19,7 +20,7 @@ from services.watcher.core import workload_status as ws
 
 pytestmark = pytest.mark.timeout(90)
 C = "c1"
-SIM_SEED = 5
+KUBESIM = SimSpec(seed=5)
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def admit(wl: Workload, id: str, epoch: int = 0, uid: str | None = None) -> Admi
                          uid=uid or wl.metadata.uid, admission=ADMISSION)
 
 
-async def outcome(outcomes: Outcomes, cmd_id: str):  # type: ignore[no-untyped-def]
+async def outcome(outcomes: Outcomes, cmd_id: str):
     return await eventually(lambda: outcomes.by_id.get(cmd_id), timeout=10, what=f"outcome of {cmd_id}")
 
 
@@ -123,11 +124,12 @@ async def test_eviction_of_a_job_less_workload_releases_quota(bus: Bus, sim: Kub
 
         wl = await eventually(released, timeout=10, what="quota released")
         conds = wl.status.conditions
-        assert find_condition(conds, k.WORKLOAD_EVICTED).status == "True"  # type: ignore[union-attr]
-        assert find_condition(conds, k.WORKLOAD_PREEMPTED).reason == "InClusterQueue"  # type: ignore[union-attr]
-        assert find_condition(conds, k.WORKLOAD_REQUEUED).status == "True"  # type: ignore[union-attr]
-        assert find_condition(conds, k.WORKLOAD_QUOTA_RESERVED).status == "False"  # type: ignore[union-attr]
-        assert [(e.reason, e.count) for e in wl.status.scheduling_stats.evictions] == [("Preempted", 1)]  # type: ignore[union-attr]
+        assert find_condition(conds, k.WORKLOAD_EVICTED).status == "True"  # type: ignore[union-attr]  # absent fails the test too
+        assert find_condition(conds, k.WORKLOAD_PREEMPTED).reason == "InClusterQueue"  # type: ignore[union-attr]  # absent fails the test too
+        assert find_condition(conds, k.WORKLOAD_REQUEUED).status == "True"  # type: ignore[union-attr]  # absent fails the test too
+        assert find_condition(conds, k.WORKLOAD_QUOTA_RESERVED).status == "False"  # type: ignore[union-attr]  # absent fails the test too
+        assert wl.status.scheduling_stats is not None
+        assert [(e.reason, e.count) for e in wl.status.scheduling_stats.evictions] == [("Preempted", 1)]
 
         # Now pending again: the scheduler's reason is recorded, once.
         pending = SetWorkloadPending(id="p", cluster=C, writer="admission", namespace="demo", name="w1",

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from contextlib import aclosing
-from pathlib import Path
+from typing import Any
 
 import aiohttp
 import msgspec
 import pytest
-from support.watcher_harness import SimControl, kube_client
+from support.kubesim_fixtures import SimControl, SimSpec
 
 from kq import kube
 from kq.api.core import Namespace
@@ -20,19 +19,15 @@ from kubesim.server import KubeSim
 
 pytestmark = pytest.mark.timeout(60)
 C = "c1"
-SIM_SEED = 9
+KUBESIM = SimSpec(seed=9)
 
 
 @pytest.fixture
-async def client(sim: KubeSim, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    c = await kube_client(sim, tmp_path, C)
-    try:
-        yield c
-    finally:
-        await c.close()
+def client(kube: KubeClient) -> KubeClient:
+    return kube
 
 
-def flavor(name: str, **spec) -> dict:  # type: ignore[no-untyped-def]
+def flavor(name: str, **spec) -> dict:
     return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec}
 
 
@@ -85,7 +80,7 @@ async def test_list_pages_through_everything(client: KubeClient) -> None:
     assert "default" in {msgspec.json.decode(r, type=Namespace).metadata.name for r in nss}
 
 
-async def _collect(client: KubeClient, rv: str, n: int, **kw) -> list[WatchEvent]:  # type: ignore[no-untyped-def]
+async def _collect(client: KubeClient, rv: str, n: int, **kw: Any) -> list[WatchEvent]:
     out: list[WatchEvent] = []
     async with aclosing(client.watch("resourceflavor", rv, **kw)) as events:
         async for ev in events:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.kubesim_fixtures import SimSpec
 from support.wait import eventually
 from support.watcher_harness import (
     MirrorFollower,
@@ -24,7 +25,7 @@ from services.watcher.settings import WatcherSettings
 
 pytestmark = pytest.mark.timeout(90)
 
-SIM_SEED = 11
+KUBESIM = SimSpec(seed=11)
 KINDS = ["namespace", "resourceflavor", "clusterqueue", "localqueue", "workload", "job"]
 
 

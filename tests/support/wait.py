@@ -6,17 +6,26 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 T = TypeVar("T")
 
 
+# What comes back is the probe's first truthy value, so never None.
+@overload
 async def eventually(
-    probe: Callable[[], T | Awaitable[T]],
+    probe: Callable[[], Awaitable[T | None]], timeout: float = ..., interval: float = ..., what: str = ...
+) -> T: ...
+@overload
+async def eventually(
+    probe: Callable[[], T | None], timeout: float = ..., interval: float = ..., what: str = ...
+) -> T: ...
+async def eventually(
+    probe: Callable[[], Any],
     timeout: float = 5.0,
     interval: float = 0.02,
     what: str = "",
-) -> T:
+) -> Any:
     """Call `probe` (sync or async) until it returns something truthy and return that.
 
     An AssertionError (or other exception) raised by the probe counts as "not yet".
@@ -30,7 +39,7 @@ async def eventually(
             if inspect.isawaitable(value):
                 value = await value
             if value:
-                return value  # type: ignore[return-value]
+                return value
             last = value
         except Exception as e:  # noqa: BLE001 - a failing probe is "not yet"
             last = e

@@ -6,13 +6,13 @@ Used by tests/service/test_watcher_*.py and tests/reliability/test_watcher_*.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
-import aiohttp
 import msgspec
 
 from kq import subjects
@@ -21,7 +21,7 @@ from kq.config import ClusterConfig
 from kq.kube import KubeClient, KubeError
 from kq.messages import Command, CommandOutcome, command_kind
 from kq.mirror import MirrorView, ObjectRecord
-from kq.runtime import Bus
+from kq.runtime import Bus, Replay
 from kubesim.server import KubeSim
 from services.watcher.service import ClusterWatcher, connect_clusters, run_watchers
 from services.watcher.settings import WatcherSettings
@@ -44,8 +44,9 @@ async def running_watcher(bus: Bus, sim: KubeSim, tmp: Path, clusters: list[str]
         watchers = await connect_clusters(stack, bus, cluster_configs(sim, tmp, clusters), settings)
         task = asyncio.create_task(run_watchers(bus, watchers), name="watcher-under-test")
         try:
-            synced = asyncio.ensure_future(asyncio.gather(*(w.wait_synced() for w in watchers)))
-            done, _ = await asyncio.wait({task, synced}, timeout=sync_timeout, return_when=asyncio.FIRST_COMPLETED)
+            synced: asyncio.Future[list[None]] = asyncio.ensure_future(asyncio.gather(*(w.wait_synced() for w in watchers)))
+            waiting: set[asyncio.Future[Any]] = {task, synced}
+            done, _ = await asyncio.wait(waiting, timeout=sync_timeout, return_when=asyncio.FIRST_COMPLETED)
             if task in done:
                 synced.cancel()
                 task.result()
@@ -57,15 +58,8 @@ async def running_watcher(bus: Bus, sim: KubeSim, tmp: Path, clusters: list[str]
             yield watchers
         finally:
             task.cancel()
-            try:
+            with suppress(asyncio.CancelledError, Exception):
                 await task
-            except (asyncio.CancelledError, Exception):
-                pass
-
-
-async def kube_client(sim: KubeSim, tmp: Path, cluster: str) -> KubeClient:
-    path = sim.kubeconfig(cluster, tmp / f"test-{cluster}.kubeconfig")
-    return await KubeClient.from_kubeconfig(str(path))
 
 
 async def api_state(client: KubeClient, kinds: list[str], secrets_namespace: str = "kq-system") -> dict[Key, str]:
@@ -98,7 +92,21 @@ def diff(want: dict[Key, str], got: dict[Key, str]) -> str:
     return f"missing={missing[:5]} extra={extra[:5]} stale={stale[:5]}"
 
 
-class MirrorFollower:
+class _Following:
+    """A replay started (and caught up) on entry and stopped on exit; subclasses set self._replay."""
+
+    _replay: Replay
+
+    async def __aenter__(self) -> Self:
+        await self._replay.__aenter__()
+        await self._replay.wait_caught_up(timeout=10)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._replay.__aexit__(*exc)
+
+
+class MirrorFollower(_Following):
     """A MirrorView kept up to date by a replay of the mirror, plus every record stored on the way
     (once per stream sequence: a replay consumer that resets after a gap may deliver one again)."""
 
@@ -117,16 +125,8 @@ class MirrorFollower:
     def seen(self) -> list[ObjectRecord]:
         return [self._by_seq[seq] for seq in sorted(self._by_seq)]
 
-    async def __aenter__(self) -> MirrorFollower:
-        await self._replay.__aenter__()
-        await self._replay.wait_caught_up(timeout=10)
-        return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self._replay.__aexit__(*exc)
-
-
-class Outcomes:
+class Outcomes(_Following):
     """Every CommandOutcome a writer gets for a cluster, by command id."""
 
     def __init__(self, bus: Bus, writer: str, cluster: str) -> None:
@@ -140,20 +140,13 @@ class Outcomes:
 
         self._replay = bus.replay(subjects.EVENTS_STREAM, subjects.outcome_subject(writer, cluster), handle)
 
-    async def __aenter__(self) -> Outcomes:
-        await self._replay.__aenter__()
-        await self._replay.wait_caught_up(timeout=10)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._replay.__aexit__(*exc)
-
 
 async def send(bus: Bus, cmd: Command) -> None:
     await bus.publish(subjects.command_subject(cmd.cluster, command_kind(cmd)), cmd, msg_id=cmd.id)
 
 
-async def read_typed(client: KubeClient, kind: str, namespace: str | None, name: str) -> Any | None:
+async def read_typed(client: KubeClient, kind: str, namespace: str | None, name: str) -> Any:
+    """The object as its kq.api Struct, None when absent (typed Any: most tests read what must exist)."""
     raw = await client.get(kind, namespace, name)
     return None if raw is None else decode_object(kind, raw)
 
@@ -162,24 +155,6 @@ async def create(client: KubeClient, doc: dict[str, Any]) -> Any:
     info = kind_info(doc["kind"])
     ns = doc["metadata"].get("namespace") if info.namespaced else None
     return decode_object(info.token, await client.create(info.token, ns, doc))
-
-
-class SimControl:
-    """kubesim's control API over HTTP (faults, disconnects)."""
-
-    def __init__(self, session: aiohttp.ClientSession, base_url: str) -> None:
-        self._s = session
-        self._base = base_url
-
-    async def fault(self, cluster: str, spec: dict[str, Any]) -> None:
-        async with self._s.post(f"{self._base}/kubesim/clusters/{cluster}/faults", json=spec) as r:
-            if r.status >= 300:
-                raise AssertionError(f"fault {spec} refused: {r.status} {await r.text()}")
-
-    async def clear(self, cluster: str) -> None:
-        async with self._s.delete(f"{self._base}/kubesim/clusters/{cluster}/faults") as r:
-            if r.status >= 300:
-                raise AssertionError(f"clearing faults: {r.status} {await r.text()}")
 
 
 def workload_doc(name: str) -> dict[str, Any]:
@@ -223,10 +198,8 @@ class Churn:
 
     async def run(self) -> None:
         while not self._stop.is_set():
-            try:
+            with contextlib.suppress(KubeError):  # an injected fault hit us too: carry on
                 await self._one()
-            except KubeError:
-                pass  # an injected fault hit us too: carry on
             await asyncio.sleep(0)
 
     def stop(self) -> None:

@@ -322,7 +322,7 @@ CONFLICTS = [
 def test_conversion_errors_name_the_field(text, expected):
     with pytest.raises(ConversionError, match=expected.replace("[", r"\[").replace("]", r"\]")):
         convert_to_v1beta2(_doc(text))
-    with pytest.raises(InputError, match="old.yaml"):
+    with pytest.raises(InputError, match=r"old\.yaml"):
         load_documents(text, "old.yaml")
 
 

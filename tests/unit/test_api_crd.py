@@ -197,7 +197,7 @@ def test_examples_validate(obj):
         assert not errors, errors
 
 
-REJECTED = [
+REJECTED: list[tuple[str, list[str | int], Any]] = [
     ("ClusterQueue", ["spec", "queueingStrategy"], "Strict"),
     ("ClusterQueue", ["spec", "resourceGroups", 0, "flavors", 0, "resources", 0, "nominalQuota"], "abc"),
     ("Workload", ["spec", "podSets", 0, "count"], -1),

@@ -6,8 +6,7 @@ import textwrap
 
 import pytest
 
-from kq.api import InputError, load_documents, load_object
-from kq.api import core, kueue
+from kq.api import InputError, core, kueue, load_documents, load_object
 
 SETUP = """
 apiVersion: kueue.x-k8s.io/v1beta2

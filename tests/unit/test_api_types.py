@@ -8,14 +8,20 @@ import msgspec
 import pytest
 import yaml
 
-from kq.api import KINDS, UnknownKindError, decode_object, encode_object, kind_for, kind_info
-from kq.api import core, kueue
-from kq.api.meta import LabelSelector, LabelSelectorRequirement, SelectorError, find_condition, selector_matches
+from kq.api import KINDS, UnknownKindError, core, decode_object, encode_object, kind_for, kind_info, kueue
+from kq.api.meta import (
+    LabelSelector,
+    LabelSelectorRequirement,
+    ObjectMeta,
+    SelectorError,
+    find_condition,
+    selector_matches,
+)
 from kq.api.topology import TopologyDomain, compact_topology_assignment, topology_domains
 
 # Objects as an API server returns them (server-set fields, fields kq does not model),
 # modelled on Kueue's site/static/examples and on real kubectl output.
-SERVER_OBJECTS = yaml.safe_load_all(
+_SERVER_DOCS = yaml.safe_load_all(
     """
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
@@ -320,7 +326,7 @@ type: Opaque
 data: {kubeconfig: YXBpVmVyc2lvbjogdjEK}
 """
 )
-SERVER_OBJECTS = [d for d in SERVER_OBJECTS if d]
+SERVER_OBJECTS = [d for d in _SERVER_DOCS if d]
 
 
 @pytest.mark.parametrize("doc", SERVER_OBJECTS, ids=[d["kind"] for d in SERVER_OBJECTS])
@@ -342,7 +348,8 @@ def test_decoded_fields():
     assert cq.spec.flavor_fungibility.preference == "PreemptionOverBorrowing"
     assert cq.spec.admission_checks_strategy.admission_checks[0].on_flavors == ("default-flavor",)
     assert cq.status.reserving_workloads == 2
-    assert find_condition(cq.status.conditions, "Active").observed_generation == 3
+    active = find_condition(cq.status.conditions, "Active")
+    assert active is not None and active.observed_generation == 3
     lq = by_kind["LocalQueue"]
     assert lq.status.fair_sharing.admission_fair_sharing_status.consumed_resources == {"cpu": "1500m"}
     wl = by_kind["Workload"]
@@ -403,9 +410,9 @@ def test_kueue_kinds_reject_unknown_fields_core_kinds_ignore_them():
 
 
 def test_encode_fills_api_version_and_kind_and_omits_defaults():
-    body = json.loads(encode_object(kueue.LocalQueue(metadata=kueue.ObjectMeta(name="q", namespace="ns"))))
+    body = json.loads(encode_object(kueue.LocalQueue(metadata=ObjectMeta(name="q", namespace="ns"))))
     assert body == {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q", "namespace": "ns"}}
-    body = json.loads(encode_object(core.Job(metadata=kueue.ObjectMeta(name="j"))))
+    body = json.loads(encode_object(core.Job(metadata=ObjectMeta(name="j"))))
     assert (body["apiVersion"], body["kind"]) == ("batch/v1", "Job")
 
 
@@ -418,9 +425,8 @@ def test_whole_status_structs_encode_every_field():
 
 
 def test_messages_contract_names_exist():
-    from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus  # noqa: F401
-
     import kq.messages  # noqa: F401  (imports them at module level)
+    from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus  # noqa: F401
 
 
 KIND_LOOKUPS = [
@@ -446,7 +452,7 @@ def test_kind_info(name, kind):
 
 def test_registry_covers_every_kind():
     assert {i.kind for i in KINDS} == {
-        "Namespace", "Node", "Pod", "Secret", "Job", "JobSet", "ResourceFlavor", "ClusterQueue", "LocalQueue",
+        "Namespace", "Node", "Pod", "Secret", "PriorityClass", "Job", "JobSet", "ResourceFlavor", "ClusterQueue", "LocalQueue",
         "Cohort", "Topology", "AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster", "WorkloadPriorityClass",
         "Workload",
     }  # fmt: skip
@@ -549,6 +555,6 @@ def test_compact_uses_universal_values_and_affixes():
     )
     (sl,) = ta.slices
     assert sl.values_per_level[0].universal == "r1"
-    assert sl.values_per_level[1].individual.prefix == "node-"
-    assert sl.values_per_level[1].individual.roots == ("0", "1", "2")
+    individual = sl.values_per_level[1].individual
+    assert individual is not None and individual.prefix == "node-" and individual.roots == ("0", "1", "2")
     assert sl.pod_counts.universal == 2

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-
 from kq.cli.main import build_parser, main
 
 
@@ -98,7 +97,7 @@ def test_down_without_a_stack_has_nothing_to_stop(tmp_path: Any) -> None:
 
 @pytest.mark.parametrize("spec", ["admission", "admission=0", "=2", "admission=two", "no_such_service=2"])
 def test_bad_replicas_are_refused_before_anything_starts(tmp_path: Any, spec: str) -> None:
-    code, out, err = run(["up", "--dir", str(tmp_path / "s"), "--replicas", spec])
+    code, _out, err = run(["up", "--dir", str(tmp_path / "s"), "--replicas", spec])
     assert code == 1
     assert "--replicas" in err
     assert not (tmp_path / "s").exists()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import msgspec
@@ -16,7 +16,7 @@ from kq.cli.tables import Table, human_duration, render
 from kq.cli.views import table_for, workload_reason, workload_state
 from kq.messages import WorkloadAdmittedEvent, WorkloadPendingEvent
 
-NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
 def ts(seconds_ago: float) -> str:

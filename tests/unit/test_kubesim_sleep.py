@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kubesim.controllers.kubelet import _runtime, _sleep_seconds
@@ -23,7 +25,7 @@ def test_sleep_seconds(container: dict, want: float | None) -> None:
 
 def test_annotation_wins_and_scale_applies_to_sleep_only() -> None:
     sleeper = {"command": ["sh", "-c", "sleep 60"]}
-    pod = {"metadata": {}, "spec": {"containers": [sleeper, {"command": ["sleep", "10"]}]}}
+    pod: dict[str, Any] = {"metadata": {}, "spec": {"containers": [sleeper, {"command": ["sleep", "10"]}]}}
     assert _runtime(pod, 0.1) == pytest.approx(6.0)  # the longest container, scaled
     pod["metadata"]["annotations"] = {"kq.dev/runtime": "500ms"}
     assert _runtime(pod, 0.1) == 0.5

@@ -7,14 +7,9 @@ stopped with HoldAndDrain evicts its admitted workloads.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .decisions import ChecksReadyDecision, DeactivationDecision, EvictionDecision
 from .model import AdmissionCheckState, Workload
+from .parts import Parts
 from .workloads import ReservedInfo
-
-if TYPE_CHECKING:
-    from .state import SchedulerState
 
 
 def checks_message(checks: list[AdmissionCheckState], state_name: str) -> str:
@@ -24,77 +19,77 @@ def checks_message(checks: list[AdmissionCheckState], state_name: str) -> str:
     return f"{noun} in {state_name} state: {'; '.join(parts)}"
 
 
-def issue_eviction(state: SchedulerState, w: Workload, cq_name: str, reason: str, message: str) -> None:
-    if w.key in state.evictions_issued:
-        return
-    state.evictions_issued[w.key] = w.uid
-    state.outbox.evictions.append(
-        EvictionDecision(
-            id=state.decision_id("evict", w.uid, w.resource_version),
-            workload=w.key,
-            uid=w.uid,
-            reason=reason,
-            message=message,
-        )
-    )
-    state.bump_cq(cq_name)
+def issue_eviction(p: Parts, w: Workload, cq_name: str, reason: str, message: str) -> None:
+    if p.ledger.issue_eviction(w, reason, message):
+        p.tree.bump_cq(cq_name)
 
 
-def evaluate(state: SchedulerState, w: Workload) -> None:
-    if not w.active or w.finished:
+DEACTIVATED = "Deactivated"
+DEACTIVATED_MESSAGE = "The workload is deactivated"
+# Kueue: Evicted reason Deactivated with the underlying cause (ReasonWithCause), and the message
+# of the DeactivationTarget it set.
+MAX_EXEC_REASON = "DeactivatedDueToMaximumExecutionTimeExceeded"
+MAX_EXEC_MESSAGE = f"{DEACTIVATED_MESSAGE} due to exceeding the maximum execution time"
+CHECK_REJECTED_REASON = "DeactivatedDueToAdmissionCheck"
+
+
+def evaluate(p: Parts, w: Workload) -> None:
+    if w.finished:
         return
     key = w.key
+    if not w.active:
+        _evict_deactivated(p, w)
+        return
     rejected = [c for c in w.admission_checks if c.state == "Rejected"]
     if rejected and w.evicted_reason is None:
-        if key not in state.deactivations_issued:
-            state.deactivations_issued[key] = w.uid
-            state.outbox.deactivations.append(
-                DeactivationDecision(
-                    id=state.decision_id("deactivate", w.uid, w.resource_version),
-                    workload=key,
-                    uid=w.uid,
-                    reason="AdmissionCheck",
-                    message=checks_message(rejected, "Rejected"),
-                )
-            )
+        message = f"{DEACTIVATED_MESSAGE} due to {checks_message(rejected, 'Rejected')}"
+        p.ledger.issue_deactivation(w, CHECK_REJECTED_REASON, message)
         return
-    info = state.reserved.get(key)
+    info = p.book.reserved.get(key)
     if info is None or info.assumed:
         return
     retry = [c for c in w.admission_checks if c.state == "Retry"]
     if retry and w.evicted_reason is None:
-        issue_eviction(state, w, info.cq, "AdmissionCheck", f"Evicted due to {checks_message(retry, 'Retry')}")
+        issue_eviction(p, w, info.cq, "AdmissionCheck", f"Evicted due to {checks_message(retry, 'Retry')}")
         return
-    cq = state.cqs.get(info.cq)
+    cq = p.tree.cqs.get(info.cq)
     if cq is None:
         return
     if not w.admitted:
         required = cq.checks_for(info.flavors())
         present = {c.name for c in w.admission_checks}
         if all(r in present for r in required) and all(c.state == "Ready" for c in w.admission_checks):
-            if key not in state.checks_ready_issued:
-                state.checks_ready_issued[key] = w.uid
-                state.outbox.checks_ready.append(
-                    ChecksReadyDecision(
-                        id=state.decision_id("admit", w.uid, w.resource_version),
-                        workload=key,
-                        uid=w.uid,
-                        cluster_queue=info.cq,
-                        message="The workload is admitted",
-                    )
-                )
+            p.ledger.issue_checks_ready(w, info.cq)
         return
-    drain_if_needed(state, info)
+    drain_if_needed(p, info)
 
 
-def drain_if_needed(state: SchedulerState, info: ReservedInfo) -> None:
+def _evict_deactivated(p: Parts, w: Workload) -> None:
+    """Kueue's workload controller: a deactivated workload holding quota is evicted (reason
+    Deactivated); its job is stopped and the quota released only once QuotaReserved turns False."""
+    info = p.book.reserved.get(w.key)
+    if info is None or info.assumed or w.evicted_reason is not None or p.ledger.deactivation_issued(w.key):
+        return  # not holding quota, already evicted, or our own deactivation evicts it
+    issue_eviction(p, w, info.cq, DEACTIVATED, DEACTIVATED_MESSAGE)
+
+
+def deactivate_expired(p: Parts, now: float) -> None:
+    """Kueue reconcileMaxExecutionTime: an admitted workload past its maximum execution time is
+    deactivated (then evicted, its quota released once its job stopped)."""
+    for info in p.book.pop_expired(now):
+        w = info.wl
+        if w.active and not w.finished and w.evicted_reason is None:
+            p.ledger.issue_deactivation(w, MAX_EXEC_REASON, MAX_EXEC_MESSAGE)
+
+
+def drain_if_needed(p: Parts, info: ReservedInfo) -> None:
     """Evict an admitted workload whose LocalQueue or ClusterQueue is stopped with HoldAndDrain."""
     w = info.wl
     if info.assumed or not info.admitted or w.evicted_reason is not None:
         return
-    lq = state.lqs.get(info.lq_key)
-    cq = state.cqs.get(info.cq)
+    lq = p.tree.lqs.get(info.lq_key)
+    cq = p.tree.cqs.get(info.cq)
     if lq is not None and lq.spec.stop_policy == "HoldAndDrain":
-        issue_eviction(state, w, info.cq, "LocalQueueStopped", "The LocalQueue is stopped")
+        issue_eviction(p, w, info.cq, "LocalQueueStopped", "The LocalQueue is stopped")
     elif cq is not None and cq.spec.stop_policy == "HoldAndDrain":
-        issue_eviction(state, w, info.cq, "ClusterQueueStopped", "The ClusterQueue is stopped")
+        issue_eviction(p, w, info.cq, "ClusterQueueStopped", "The ClusterQueue is stopped")

@@ -11,14 +11,15 @@
 
 from __future__ import annotations
 
-import heapq
-from typing import TYPE_CHECKING
-
+from . import check_rules
 from . import workload_sync as ws
 from .assignment import DEFERRED_FIT, FIT, NO_FIT, PREEMPT, Assignment
 from .decisions import AdmissionDecision, CycleResult, PreemptionDecision
+from .entry import IMMEDIATE_BEST_EFFORT, Entry, EntryState
 from .flavors import FlavorAssigner, search_partial_counts
+from .model import LabelSelector
 from .ordering import FairSharingOrder, classical_order
+from .parts import Parts
 from .preemption import HUMAN_REASONS, Target
 from .preemptor import Preemptor
 from .quota import FR, available
@@ -28,56 +29,13 @@ from .snapshot import Snapshot
 from .status import changed_statuses
 from .workloads import PendingInfo, ReservedInfo, can_be_partially_admitted
 
-if TYPE_CHECKING:
-    from .state import SchedulerState
-
-_IMMEDIATE_BEST_EFFORT = ("FailedAfterNomination", "PendingPreemption", "PendingMigration", "PreemptionFailed")
-
-
-class Entry:
-    __slots__ = (
-        "info",
-        "cq",
-        "assignment",
-        "targets",
-        "status",
-        "message",
-        "reason",
-        "requeue_reason",
-        "epoch",
-        "tainted",
-    )
-
-    def __init__(self, info: PendingInfo, cq: ClusterQueueRuntime, epoch: tuple[int, int]) -> None:
-        self.info = info
-        self.cq = cq
-        self.assignment: Assignment | None = None
-        self.targets: list[Target] = []
-        self.status = ""  # "" (not nominated) | skipped | assumed
-        self.message = ""
-        self.reason = ""  # granular QuotaReserved reason
-        self.requeue_reason = ""
-        self.epoch = epoch
-        self.tainted = False  # evaluated while this cycle held capacity for someone else
-
-    def record(self, assignment: Assignment, targets: list[Target]) -> None:
-        self.assignment = assignment
-        self.targets = targets
-        self.message = assignment.message()
-        self.info.last_assignment = assignment.last_state
-
-    def skip(self, message: str) -> None:
-        self.status = "skipped"
-        self.message = message
-        self.reason = "WaitingForQuota"
-
 
 class Cycle:
-    def __init__(self, state: SchedulerState, now: float) -> None:
-        self.state = state
+    def __init__(self, p: Parts, now: float) -> None:
+        self.p = p
         self.now = now
-        self.snap = Snapshot(state.cqs, state.flavors)
-        self.preemptor = Preemptor(self.snap, state.config.fair_sharing)
+        self.snap = Snapshot(p.tree.cqs, p.tree.flavors)
+        self.preemptor = Preemptor(self.snap, p.config.fair_sharing)
         self.admissions: list[AdmissionDecision] = []
         self.preemptions: list[PreemptionDecision] = []
         self.preempted: dict[str, ReservedInfo] = {}  # victims chosen in this cycle
@@ -86,13 +44,13 @@ class Cycle:
     # --- phase 3 ------------------------------------------------------------------------------
 
     def nominate(self, heads: list[tuple[PendingInfo, ClusterQueueRuntime]]) -> tuple[list[Entry], list[Entry]]:
-        state = self.state
+        tree = self.p.tree
         entries: list[Entry] = []
         inadmissible: list[Entry] = []
         for info, cq in heads:
-            e = Entry(info, cq, state.epoch_of(cq))
+            e = Entry(info, cq, tree.epoch_of(cq))
             w = info.wl
-            labels = state.namespaces.get(w.namespace)
+            labels = tree.namespaces.get(w.namespace)
             if any(c.state in ("Retry", "Rejected") for c in w.admission_checks):
                 e.message, e.reason = "The workload has failed admission checks", "PendingEvaluation"
             elif labels is None:
@@ -117,11 +75,11 @@ class Cycle:
     def _assignments(
         self, e: Entry, nomination: dict[str, dict[str, str]] | None
     ) -> tuple[Assignment, list[Target]]:
-        state, info, cq = self.state, e.info, e.cq
-        if info.last_assignment is not None and info.last_assignment.outdated(cq.generation, state.cycle):
+        p, info, cq = self.p, e.info, e.cq
+        if info.last_assignment is not None and info.last_assignment.outdated(cq.generation, p.cycle):
             info.last_assignment = None
-        fair = state.config.fair_sharing is not None
-        assigner = FlavorAssigner(info, cq, state.flavors, self.preemptor, fair, state.cycle, nomination)
+        fair = p.config.fair_sharing is not None
+        assigner = FlavorAssigner(info, cq, p.tree.flavors, self.preemptor, fair, p.cycle, nomination)
         full = assigner.assign()
         mode = full.mode()
         if mode == FIT:
@@ -145,7 +103,7 @@ class Cycle:
 
             found = search_partial_counts(info.wl.pod_sets, fits)
             if found is not None:
-                return found  # type: ignore[return-value]
+                return found
         return full, []
 
     # --- phase 5 ------------------------------------------------------------------------------
@@ -223,7 +181,18 @@ class Cycle:
             e.reason = "WaitingForPreemptedWorkloads"
             self._issue_preemptions(e)
             return
+        if self._pods_not_ready():
+            e.message = "waiting for all admitted workloads to be in PodsReady condition"
+            e.reason = e.requeue_reason = "WaitingForPodsReady"
+            return
         self._admit(e)
+
+    def _pods_not_ready(self) -> bool:
+        """waitForPodsReady.blockAdmission: a workload holding quota (ours of this cycle included)
+        does not have PodsReady=True, so nothing else is admitted (Kueue waitForPodsReadyIfNeeded)."""
+        if not self.p.config.block_admission:
+            return False
+        return any(not r.wl.pods_ready for r in self.p.book.reserved.values())
 
     def _to_reserve(self, e: Entry) -> dict[FR, int]:
         """Kueue quotaResourcesToReserve: hold what this queue could take without preempting."""
@@ -241,23 +210,23 @@ class Cycle:
         return out
 
     def _issue_preemptions(self, e: Entry) -> None:
-        state = self.state
+        p = self.p
         for t in e.targets:
             v = t.info
-            if v.evicted or v.key in state.evictions_issued:
+            if v.evicted or p.ledger.eviction_issued(v.key):
                 continue  # already on its way out
-            state.evictions_issued[v.key] = v.uid
-            state.bump_cq(v.cq)
+            decision_id = p.ledger.issue_preemption(v.key, v.uid, v.wl.resource_version)
+            p.tree.bump_cq(v.cq)
             self.preemptions.append(
                 PreemptionDecision(
-                    id=state.decision_id("preempt", v.uid, v.wl.resource_version),
+                    id=decision_id,
                     victim=v.key,
                     victim_uid=v.uid,
                     victim_cluster_queue=v.cq,
                     preemptor=e.info.key,
                     preemptor_uid=e.info.uid,
                     reason=t.reason,
-                    message=_preemption_message(state, e, t),
+                    message=_preemption_message(p, e, t),
                 )
             )
         e.message += f". Pending the preemption of {len(e.targets)} workload(s)"
@@ -265,12 +234,12 @@ class Cycle:
         e.info.last_assignment = None
 
     def _admit(self, e: Entry) -> None:
-        state, cq, a, w = self.state, e.cq, e.assignment, e.info.wl
+        p, cq, a, w = self.p, e.cq, e.assignment, e.info.wl
         assert a is not None
         pod_sets = a.to_pod_set_assignments()
         checks = cq.checks_for({f for p in pod_sets for f in p.flavors.values()})
         d = AdmissionDecision(
-            id=state.decision_id("reserve", w.uid, w.resource_version),
+            id=p.ids.next("reserve", w.uid, w.resource_version),
             workload=w.key,
             uid=w.uid,
             resource_version=w.resource_version,
@@ -281,107 +250,102 @@ class Cycle:
             admitted=not checks,
             message=f"Quota reserved in ClusterQueue {cq.name}",
         )
-        ws.assume(state, d)
+        ws.assume(p, d)
         self.snap.fresh.add(w.key)
-        e.status = "assumed"
+        e.state = EntryState.ASSUMED
         self.admissions.append(d)
 
     # --- phase 6 ------------------------------------------------------------------------------
 
     def requeue(self, entries: list[Entry]) -> None:
-        state = self.state
+        p = self.p
         for e in entries:
-            if e.status == "assumed":
+            if e.state is EntryState.ASSUMED:
                 continue
             reason = e.requeue_reason
-            if e.status and not reason:
+            if e.state is EntryState.SKIPPED and not reason:
                 reason = "FailedAfterNomination"
             q = e.cq.queue
-            immediate = reason != "NamespaceMismatch" if q.strict_fifo else reason in _IMMEDIATE_BEST_EFFORT
+            immediate = reason != "NamespaceMismatch" if q.strict_fifo else reason in IMMEDIATE_BEST_EFFORT
             key = e.info.key
-            if state.pending.get(key) is e.info:
+            if p.book.pending.get(key) is e.info:
                 q.requeue(e.info, immediate, reason, self.now)
                 if not q.is_parked(key) and not e.tainted:
                     q.stall = (e.info, e.epoch)
-            ws.report_pending(state, e.info.wl, e.reason or "Pending", e.message)
+            ws.report_pending(p, e.info.wl, e.reason or "Pending", e.message)
 
 
-def _cq_path(state: SchedulerState, cq_name: str) -> str:
-    cq = state.cqs.get(cq_name)
+def _cq_path(p: Parts, cq_name: str) -> str:
+    cq = p.tree.cqs.get(cq_name)
     if cq is None:
         return "UNKNOWN"
     parts = [cq_name] + [n.name for n in cq.node.ancestors()]
     return "/" + "/".join(reversed(parts))
 
 
-def _preemption_message(state: SchedulerState, e: Entry, t: Target) -> str:
+def _preemption_message(p: Parts, e: Entry, t: Target) -> str:
     return (
         f"Preempted to accommodate a workload (UID: {e.info.uid or 'UNKNOWN'}, "
         f"JobUID: {e.info.wl.job_uid or 'UNKNOWN'}) due to {HUMAN_REASONS.get(t.reason, 'UNKNOWN')}; "
-        f"preemptor path: {_cq_path(state, e.cq.name)}; preemptee path: {_cq_path(state, t.info.cq)}"
+        f"preemptor path: {_cq_path(p, e.cq.name)}; preemptee path: {_cq_path(p, t.info.cq)}"
     )
 
 
-def _release_due(state: SchedulerState, now: float) -> None:
-    """Phase 0: backoffs that ended, and trees where something freed capacity or changed quota."""
-    while state.timers and state.timers[0][0] <= now:
-        _, key, uid = heapq.heappop(state.timers)
-        info = state.pending.get(key)
-        if info is None or info.uid != uid:
-            continue
-        cq = state.cq_for_lq(info.lq_key)
-        if cq is not None and cq.queue.unpark(key, now):
-            state.dirty_cqs[cq.name] = None
-    roots = list(state.requeue_roots.values())
-    state.requeue_roots.clear()
-    for root in roots:
+def _release_due(p: Parts, now: float) -> None:
+    """Phase 0: backoffs that ended, and trees where something freed capacity or changed quota;
+    admitted workloads past their maximum execution time are deactivated."""
+    check_rules.deactivate_expired(p, now)
+    tree = p.tree
+    for info in p.book.pop_due(now):
+        cq = tree.cq_for_lq(info.lq_key)
+        if cq is not None and cq.queue.unpark(info.key, now):
+            p.reporter.mark_cq(cq.name)
+    for root in tree.take_requeue_roots():
         for node in [root] if root.is_cq else root.subtree_cqs():
-            cq = state.cqs.get(node.name)
+            cq = tree.cqs.get(node.name)
             if cq is None:
                 continue
             selector = cq.spec.namespace_selector
 
-            def eligible(info: PendingInfo, selector=selector) -> bool:  # type: ignore[no-untyped-def]
-                labels = state.namespaces.get(info.wl.namespace)
+            def eligible(info: PendingInfo, selector: LabelSelector | None = selector) -> bool:
+                labels = tree.namespaces.get(info.wl.namespace)
                 return labels is not None and selector_matches(selector, labels)
 
             if cq.queue.unpark_all(now, eligible):
-                state.dirty_cqs[cq.name] = None
+                p.reporter.mark_cq(cq.name)
 
 
-def _take_heads(state: SchedulerState) -> list[tuple[PendingInfo, ClusterQueueRuntime]]:
+def _take_heads(p: Parts) -> list[tuple[PendingInfo, ClusterQueueRuntime]]:
     """Phase 1: one head per active ClusterQueue whose head is worth trying."""
     heads: list[tuple[PendingInfo, ClusterQueueRuntime]] = []
-    for name in sorted(state.cqs):
-        cq = state.cqs[name]
-        if not cq.active or not cq.queue.has_active() or state.in_cycle(cq) or state._stalled(cq):
-            continue
+    for cq in list(p.tree.schedulable()):
         info = cq.queue.pop()
         if info is not None:
             heads.append((info, cq))
     return heads
 
 
-def run_cycle(state: SchedulerState, now: float, report_status: bool = True) -> CycleResult:
-    state.now = now
-    _release_due(state, now)
-    heads = _take_heads(state)
+def run_cycle(p: Parts, now: float, report_status: bool = True) -> CycleResult:
+    p.now = now
+    _release_due(p, now)
+    heads = _take_heads(p)
     admissions: tuple[AdmissionDecision, ...] = ()
     preemptions: tuple[PreemptionDecision, ...] = ()
     if heads:
-        state.cycle += 1
-        cycle = Cycle(state, now)
+        p.cycle += 1
+        cycle = Cycle(p, now)
         entries, inadmissible = cycle.nominate(heads)
-        ordered = FairSharingOrder(entries) if state.config.fair_sharing is not None else classical_order(entries)
+        ordered = FairSharingOrder(entries) if p.config.fair_sharing is not None else classical_order(entries)
         for e in ordered:
             cycle.process(e)
         cycle.snap.end_cycle()
         cycle.requeue(entries + inadmissible)
         admissions, preemptions = tuple(cycle.admissions), tuple(cycle.preemptions)
-    pending, evictions, deactivations, checks_ready = state.outbox.take()
-    cq_status, lq_status = changed_statuses(state) if report_status else ((), ())
+    pending = p.reporter.take_pending()
+    evictions, deactivations, checks_ready = p.ledger.take()
+    cq_status, lq_status = changed_statuses(p) if report_status else ((), ())
     return CycleResult(
-        cycle=state.cycle,
+        cycle=p.cycle,
         admissions=admissions,
         preemptions=preemptions,
         evictions=tuple(evictions),
@@ -391,6 +355,3 @@ def run_cycle(state: SchedulerState, now: float, report_status: bool = True) -> 
         cluster_queues=cq_status,
         local_queues=lq_status,
     )
-
-
-

@@ -11,7 +11,7 @@ nominal quota.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .fair_share import DRS, NEGATIVE_DRS, compare_drs, dominant_resource_share
 from .preemption import (
@@ -38,7 +38,9 @@ def less_than_initial_share(preemptor_new: DRS, target_old: DRS, target_new: DRS
     return compare_drs(preemptor_new, target_old) < 0
 
 
-STRATEGIES = {
+Strategy = Callable[[DRS, DRS, DRS], bool]
+
+STRATEGIES: dict[str, Strategy] = {
     "LessThanOrEqualToFinalShare": less_than_or_equal_to_final_share,
     "LessThanInitialShare": less_than_initial_share,
 }
@@ -173,8 +175,8 @@ def _fits_fair(ctx: PreemptionContext) -> bool:
 
 
 def _run_first(
-    ctx: PreemptionContext, candidates: list[ReservedInfo], strategy
-) -> tuple[bool, list[Target], list[ReservedInfo]]:  # type: ignore[no-untyped-def]
+    ctx: PreemptionContext, candidates: list[ReservedInfo], strategy: Strategy
+) -> tuple[bool, list[Target], list[ReservedInfo]]:
     ordering = _Ordering(ctx, candidates)
     snap = ctx.snap
     targets: list[Target] = []

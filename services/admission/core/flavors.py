@@ -8,8 +8,8 @@ acceptable flavor or keep looking for a better one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeVar
 
 from .assignment import FIT, NO_FIT, PREEMPT, Assignment, FlavorChoice, PodSetResult, most_severe
 from .model import FlavorFungibility, PodSet, ResourceFlavor
@@ -18,6 +18,8 @@ from .quota import FR, available, lowest_fitting_subtree_height, potential_avail
 from .runtime import ClusterQueueRuntime
 from .selectors import flavor_matches_affinity, taint_string, untolerated_taint
 from .workloads import PendingInfo, ScanProgress, pod_set_totals, resource_order
+
+T = TypeVar("T")
 
 # Granular preemption modes (worst to best) and what preemption simulation can answer.
 GM_NO_FIT, GM_NO_CANDIDATES, GM_PREEMPT, GM_RECLAIM, GM_FIT = 0, 1, 2, 3, 4
@@ -101,24 +103,25 @@ class FlavorAssigner:
             if covers_pods:
                 requests["pods"] = count * 1000
             result = PodSetResult(ps.name, count, requests)
-            assigned: dict[str, FlavorChoice] | None = {}
+            assigned: dict[str, FlavorChoice] = {}
             reasons: list[str] = []
+            complete = True
             for res in sorted(requests, key=resource_order) if len(requests) > 1 else list(requests):
                 qty = requests[res]
                 if res not in cq.rg_by_resource:
                     if qty == 0:
                         continue
-                    assigned, reasons = None, [f"resource {res} unavailable in ClusterQueue"]
+                    complete, reasons = False, [f"resource {res} unavailable in ClusterQueue"]
                     break
                 if res in assigned:
                     continue
                 found, status = self._find_flavor(i, ps, requests, res, a.usage, result)
                 if not found:
-                    assigned, reasons = None, status
+                    complete, reasons = False, status
                     break
                 assigned.update(found)
                 reasons.extend(status)
-            if assigned is not None:
+            if complete:
                 result.flavors = {r: c for r, c in assigned.items() if r in requests}
             result.reasons = reasons
             a.append(result)
@@ -244,7 +247,7 @@ class FlavorAssigner:
         return self.fair_sharing and p.reclaim_within_cohort != "Never"
 
 
-def search_partial_counts(pod_sets: tuple[PodSet, ...], fits) -> object | None:  # type: ignore[no-untyped-def]
+def search_partial_counts(pod_sets: tuple[PodSet, ...], fits: Callable[[list[int]], T | None]) -> T | None:
     """Largest pod counts (down to each minCount) for which `fits(counts)` returns a result.
 
     Kueue PodSetReducer.Search: a binary search over the total reduction, spread over the
@@ -256,7 +259,7 @@ def search_partial_counts(pod_sets: tuple[PodSet, ...], fits) -> object | None: 
     if total == 0:
         return None
     last_good_idx = 0
-    last_result: object | None = None
+    last_result: T | None = None
 
     def probe(i: int) -> bool:
         nonlocal last_good_idx, last_result

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, get_args
 
 from kq.api import core as api_core
 from kq.api import kueue as api
@@ -27,6 +27,7 @@ from .model import (
     Cohort,
     Event,
     FairSharingConfig,
+    FairSharingStrategy,
     FlavorFungibility,
     FlavorQuotas,
     LabelSelectorRequirement,
@@ -37,6 +38,7 @@ from .model import (
     PodSet,
     PodSetAssignment,
     Preemption,
+    RequeuingTimestamp,
     ResourceFlavor,
     ResourceGroup,
     ResourceQuota,
@@ -72,7 +74,7 @@ def _milli(value: object, where: str) -> int:
         if cached is not None:
             return cached
     try:
-        milli = to_milli(value)  # type: ignore[arg-type]
+        milli = to_milli(value)  # type: ignore[arg-type]  # any decoded JSON value: to_milli refuses the wrong ones
     except ValueError as e:
         raise InvalidEvent(f"{where}: {e}") from None
     if type(value) is str and len(_MILLI_CACHE) < _MILLI_CACHE_MAX:
@@ -145,16 +147,25 @@ def scheduler_config(kueue: KueueConfig) -> SchedulerConfig:
     fs = kueue.fair_sharing
     fair = None
     if fs is not None and fs.enable:
-        fair = FairSharingConfig(preemption_strategies=tuple(fs.preemption_strategies))  # type: ignore[arg-type]
-    timestamp = "Eviction"
+        strategies: list[FairSharingStrategy] = []
+        for s in fs.preemption_strategies:
+            if s not in _STRATEGIES:
+                raise InvalidEvent(f"fairSharing.preemptionStrategies: unsupported value {s!r}")
+            strategies.append(_STRATEGIES[s])
+        fair = FairSharingConfig(preemption_strategies=tuple(strategies))
+    given = "Eviction"
     if kueue.wait_for_pods_ready is not None:
-        timestamp = kueue.wait_for_pods_ready.requeuing_strategy.timestamp
-    if timestamp not in ("Eviction", "Creation"):
-        raise InvalidEvent(f"waitForPodsReady.requeuingStrategy.timestamp: unsupported value {timestamp!r}")
-    for s in fair.preemption_strategies if fair else ():
-        if s not in ("LessThanOrEqualToFinalShare", "LessThanInitialShare"):
-            raise InvalidEvent(f"fairSharing.preemptionStrategies: unsupported value {s!r}")
-    return SchedulerConfig(fair_sharing=fair, requeuing_timestamp=timestamp)  # type: ignore[arg-type]
+        given = kueue.wait_for_pods_ready.requeuing_strategy.timestamp
+    timestamp = _TIMESTAMPS.get(given)
+    if timestamp is None:
+        raise InvalidEvent(f"waitForPodsReady.requeuingStrategy.timestamp: unsupported value {given!r}")
+    wfpr = kueue.wait_for_pods_ready
+    block = wfpr is not None and wfpr.enable and wfpr.block_admission
+    return SchedulerConfig(fair_sharing=fair, requeuing_timestamp=timestamp, block_admission=block)
+
+
+_STRATEGIES: dict[str, FairSharingStrategy] = {s: s for s in get_args(FairSharingStrategy)}
+_TIMESTAMPS: dict[str, RequeuingTimestamp] = {t: t for t in get_args(RequeuingTimestamp)}
 
 
 # --- configuration objects --------------------------------------------------------------------------
@@ -328,14 +339,18 @@ def workload(obj: api.Workload) -> Workload:
             ),
         )
     evicted = _true(conds, "Evicted")
+    admitted = _true(conds, "Admitted")
     requeue_at = None
     if status.requeue_state is not None:
         requeue_at = to_seconds(status.requeue_state.requeue_at)
     requeued = find_condition(conds, "Requeued")
-    # Kueue keeps it out of the queue until Requeued turns True; after an AdmissionCheck eviction
-    # its workload controller turns it True once requeueState.requeueAt (if any) has passed.
-    if requeued is not None and requeued.status == "False" and requeued.reason != "AdmissionCheck":
-        requeue_at = math.inf
+    # Requeued=False(Deactivated) on an active workload: Kueue's workload controller flips it to
+    # True (Reactivated) at once, so a reactivated workload is not held back by it. After an
+    # AdmissionCheck eviction it turns it True once requeueState.requeueAt (if any) has passed.
+    reactivated = requeued is not None and requeued.reason == "Deactivated" and spec.is_active
+    after_check = requeued is not None and requeued.reason == "AdmissionCheck"
+    if requeued is not None and requeued.status == "False" and not reactivated and not after_check:
+        requeue_at = math.inf  # Kueue keeps it out of the queue until Requeued turns True
     priority_class = None
     if spec.priority_class_ref is not None and spec.priority_class_ref.kind == "WorkloadPriorityClass":
         priority_class = spec.priority_class_ref.name
@@ -353,7 +368,7 @@ def workload(obj: api.Workload) -> Workload:
         job_uid=meta.labels.get(JOB_UID_LABEL, ""),
         admission=admission,
         quota_reserved_time=to_seconds(reserved.last_transition_time) if reserved is not None else None,
-        admitted=_true(conds, "Admitted") is not None,
+        admitted=admitted is not None,
         finished=_true(conds, "Finished") is not None,
         evicted_reason=evicted.reason if evicted is not None else None,
         evicted_time=to_seconds(evicted.last_transition_time) if evicted is not None else None,
@@ -361,6 +376,10 @@ def workload(obj: api.Workload) -> Workload:
         admission_checks=tuple(
             AdmissionCheckState(name=c.name, state=c.state, message=c.message) for c in status.admission_checks
         ),
+        admitted_time=to_seconds(admitted.last_transition_time) if admitted is not None else None,
+        max_execution_s=spec.maximum_execution_time_seconds,
+        past_execution_s=status.accumulated_past_execution_time_seconds or 0,
+        pods_ready=_true(conds, "PodsReady") is not None,
     )
 
 

@@ -213,6 +213,17 @@ class Workload(_Rec, frozen=True, kw_only=True):
     evicted_time: float | None = None
     requeue_at: float | None = None  # status.requeueState.requeueAt: not before this time
     admission_checks: tuple[AdmissionCheckState, ...] = ()
+    admitted_time: float | None = None  # Admitted=True lastTransitionTime
+    max_execution_s: int | None = None  # spec.maximumExecutionTimeSeconds
+    past_execution_s: int = 0  # status.accumulatedPastExecutionTimeSeconds: admitted time of earlier admissions
+    pods_ready: bool = False  # PodsReady=True
+
+    def execution_deadline(self) -> float | None:
+        """When an admitted workload has run out of its maximum execution time (Kueue
+        reconcileMaxExecutionTime): Admitted's transition time + the limit - earlier admissions."""
+        if self.max_execution_s is None or self.admitted_time is None or not self.admitted:
+            return None
+        return self.admitted_time + self.max_execution_s - self.past_execution_s
 
     @property
     def key(self) -> str:
@@ -262,3 +273,6 @@ class SchedulerConfig(_Rec, frozen=True, kw_only=True):
 
     fair_sharing: FairSharingConfig | None = None
     requeuing_timestamp: RequeuingTimestamp = "Eviction"
+    # waitForPodsReady.enable and .blockAdmission: admit nothing while a workload holding quota
+    # does not have PodsReady=True (Kueue cache.PodsReadyForAllAdmittedWorkloads).
+    block_admission: bool = False

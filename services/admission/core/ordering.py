@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
+from .entry import Entry
 from .fair_share import DRS, compare_drs, dominant_resource_share
 from .quota import QuotaNode, add_usages, remove_usages
-
-if TYPE_CHECKING:
-    from .cycle import Entry
 
 
 def classical_order(entries: list[Entry]) -> list[Entry]:
     """Entries that do not borrow first, then higher priority, then older (queue order timestamp)."""
     return sorted(
         entries,
-        key=lambda e: (e.assignment.borrowing, -e.info.priority, e.info.order_ts, e.info.key),  # type: ignore[union-attr]
+        key=lambda e: (_borrowing(e), -e.info.priority, e.info.order_ts, e.info.key),
     )
+
+
+def _borrowing(e: Entry) -> int:
+    assert e.assignment is not None
+    return e.assignment.borrowing
 
 
 class FairSharingOrder:
@@ -51,7 +53,7 @@ class FairSharingOrder:
             e = self.by_cq.get(cq_node)
             if e is None:
                 continue
-            usage = e.assignment.usage  # type: ignore[union-attr]
+            usage = e.usage
             add_usages(cq_node, usage)
             try:
                 drs = dominant_resource_share(cq_node)
@@ -63,8 +65,8 @@ class FairSharingOrder:
 
     def _less(self, a: Entry, b: Entry, parent: QuotaNode) -> bool:
         a_drs, b_drs = self.values[(parent, id(a))], self.values[(parent, id(b))]
-        a_b = a_drs.borrowing_on(a.assignment.usage)  # type: ignore[union-attr]
-        b_b = b_drs.borrowing_on(b.assignment.usage)  # type: ignore[union-attr]
+        a_b = a_drs.borrowing_on(a.usage)
+        b_b = b_drs.borrowing_on(b.usage)
         if a_b != b_b:
             return not a_b
         c = compare_drs(a_drs, b_drs)

@@ -10,7 +10,7 @@ restored before returning: targets are values with reasons; the shell issues the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .quota import FR, QuotaNode, available, borrowing_with, fits_in_quota, over_children, within_nominal
 from .runtime import ClusterQueueRuntime
@@ -77,10 +77,10 @@ def satisfies_policy(preemptor: PendingInfo, candidate: ReservedInfo, policy: st
     return policy == "Any"
 
 
-def candidate_order(cq_name: str):  # type: ignore[no-untyped-def]
+def candidate_order(cq_name: str) -> Callable[[ReservedInfo], tuple[bool, bool, int, float, str]]:
     """Kueue CandidatesOrdering: evicted first, other queues first, lower priority, newest reservation."""
 
-    def key(c: ReservedInfo) -> tuple:
+    def key(c: ReservedInfo) -> tuple[bool, bool, int, float, str]:
         return (not c.evicted, c.cq == cq_name, c.priority, -c.reserved_time, c.uid)
 
     return key
@@ -241,7 +241,7 @@ def classical_targets(ctx: PreemptionContext) -> list[Target]:
 
     forbidden, _ = borrowing_within_cohort_forbidden(ctx.cq)
     if (not hierarchy and not priority) or (forbidden and not _under_nominal(ctx)):
-        attempts = (True,)
+        attempts: tuple[bool, ...] = (True,)
     elif forbidden and not hierarchy:
         attempts = (False, True)
     else:

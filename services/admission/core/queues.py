@@ -22,7 +22,8 @@ from .workloads import PendingInfo, Shape
 
 NOFIT_REASONS = ("NoFit", "PreemptionNoCandidates")
 
-_Entry = tuple[tuple, int, str]
+_SortKey = tuple[int, int, float, str]
+_Entry = tuple[_SortKey, int, str]
 
 
 def _backoff_expired(info: PendingInfo, now: float) -> bool:
@@ -58,8 +59,11 @@ class PendingQueue:
 
     def __init__(self, strict_fifo: bool) -> None:
         self.strict_fifo = strict_fifo
+        self._reset()
+
+    def _reset(self) -> None:
         self._groups: dict[Shape, _Group] = {}
-        self._tops: list[tuple[tuple, int, Shape]] = []  # one entry per active group top (lazy)
+        self._tops: list[tuple[_SortKey, int, Shape]] = []  # one entry per active group top (lazy)
         self._singles: dict[str, PendingInfo] = {}  # parked on their own
         self._where: dict[str, _Group | None] = {}  # key -> its group, or None when a single
         self._seq = 0
@@ -109,7 +113,7 @@ class PendingQueue:
 
     # --- plumbing -----------------------------------------------------------------------------
 
-    def _sort_key(self, info: PendingInfo) -> tuple:
+    def _sort_key(self, info: PendingInfo) -> _SortKey:
         sticky = 0 if (self.sticky == info.key and not self.strict_fifo) else 1
         return (sticky, -info.priority, info.order_ts, info.wl.uid)
 
@@ -282,5 +286,5 @@ class PendingQueue:
 
     def clear(self) -> list[PendingInfo]:
         out = list(self.infos())
-        self.__init__(self.strict_fifo)  # type: ignore[misc]
+        self._reset()
         return out

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from .decisions import ClusterQueueStatus, FlavorUsage, LocalQueueStatus, ResourceUsage
 from .fair_share import dominant_resource_share
+from .parts import Parts
 from .quota import FR
 from .runtime import ClusterQueueRuntime, LocalQueueRuntime
-
-if TYPE_CHECKING:
-    from .state import SchedulerState
 
 
 def _flavor_usage(cq: ClusterQueueRuntime, usage: Mapping[FR, int], with_borrowed: bool) -> tuple[FlavorUsage, ...]:
@@ -32,9 +29,9 @@ def _flavor_usage(cq: ClusterQueueRuntime, usage: Mapping[FR, int], with_borrowe
     )
 
 
-def cluster_queue_status(state: SchedulerState, cq: ClusterQueueRuntime) -> ClusterQueueStatus:
+def cluster_queue_status(p: Parts, cq: ClusterQueueRuntime) -> ClusterQueueStatus:
     share = None
-    if state.config.fair_sharing is not None:
+    if p.config.fair_sharing is not None:
         share = dominant_resource_share(cq.node).weighted_share()
     return ClusterQueueStatus(
         name=cq.name,
@@ -50,8 +47,8 @@ def cluster_queue_status(state: SchedulerState, cq: ClusterQueueRuntime) -> Clus
     )
 
 
-def local_queue_status(state: SchedulerState, lq: LocalQueueRuntime) -> LocalQueueStatus:
-    cq = state.cqs.get(lq.spec.cluster_queue)
+def local_queue_status(p: Parts, lq: LocalQueueRuntime) -> LocalQueueStatus:
+    cq = p.tree.cqs.get(lq.spec.cluster_queue)
     if lq.stopped:
         active, reason, message = False, "Stopped", "LocalQueue is stopped"
     elif cq is None:
@@ -68,7 +65,7 @@ def local_queue_status(state: SchedulerState, lq: LocalQueueRuntime) -> LocalQue
     return LocalQueueStatus(
         namespace=lq.spec.namespace,
         name=lq.spec.name,
-        pending_workloads=len(state.pending_by_lq.get(lq.key, ())),
+        pending_workloads=p.book.pending_count_of_lq(lq.key),
         reserving_workloads=lq.reserving,
         admitted_workloads=lq.admitted,
         flavors_reservation=reserved,
@@ -79,25 +76,17 @@ def local_queue_status(state: SchedulerState, lq: LocalQueueRuntime) -> LocalQue
     )
 
 
-def changed_statuses(state: SchedulerState) -> tuple[tuple[ClusterQueueStatus, ...], tuple[LocalQueueStatus, ...]]:
+def changed_statuses(p: Parts) -> tuple[tuple[ClusterQueueStatus, ...], tuple[LocalQueueStatus, ...]]:
+    """The statuses of the queues marked since the last call that differ from their last report."""
+    cq_names, lq_keys = p.reporter.take_dirty()
     cqs: list[ClusterQueueStatus] = []
-    for name in sorted(state.dirty_cqs):
-        cq = state.cqs.get(name)
-        if cq is None:
-            continue
-        status = cluster_queue_status(state, cq)
-        if state.reported_cq.get(name) != status:
-            state.reported_cq[name] = status
+    for name in cq_names:
+        cq = p.tree.cqs.get(name)
+        if cq is not None and p.reporter.offer_cq(status := cluster_queue_status(p, cq)):
             cqs.append(status)
-    state.dirty_cqs.clear()
     lqs: list[LocalQueueStatus] = []
-    for key in sorted(state.dirty_lqs):
-        lq = state.lqs.get(key)
-        if lq is None:
-            continue
-        lq_status = local_queue_status(state, lq)
-        if state.reported_lq.get(key) != lq_status:
-            state.reported_lq[key] = lq_status
+    for key in lq_keys:
+        lq = p.tree.lqs.get(key)
+        if lq is not None and p.reporter.offer_lq(key, lq_status := local_queue_status(p, lq)):
             lqs.append(lq_status)
-    state.dirty_lqs.clear()
     return tuple(cqs), tuple(lqs)

@@ -9,7 +9,7 @@ from .quota import FR
 
 # The shape of a workload as far as scheduling is concerned (Kueue's scheduling equivalence hash):
 # equal shapes get equal flavor-assignment outcomes in the same state.
-Shape = tuple
+Shape = tuple[object, ...]
 
 
 _FNV_OFFSET, _FNV_PRIME, _MASK = 0xCBF29CE484222325, 0x100000001B3, (1 << 64) - 1

@@ -10,8 +10,6 @@ fresh read". Semantics follow Kueue's scheduler and workload controller.
 
 from __future__ import annotations
 
-from typing import Union
-
 from msgspec.structs import replace
 
 from kq.api import constants as k
@@ -31,8 +29,8 @@ from services.watcher.core import workload_status as ws
 from services.watcher.core.mk_commands import MK_COMMANDS, mk_target, plan_mk
 from services.watcher.core.writes import Delete, Refusal, Skip, Write, patch_write
 
-Target = Union[Workload, ClusterQueue, LocalQueue, None]
-Plan = Union[Write, Delete, Skip, Refusal]
+Target = Workload | ClusterQueue | LocalQueue | None
+Plan = Write | Delete | Skip | Refusal
 
 # Refusal reasons (CommandOutcome.reason).
 STALE_EPOCH = "StaleEpoch"
@@ -70,14 +68,9 @@ def plan_command(cmd: Command, current: Target, max_epoch: int, now: str) -> Pla
     match cmd:
         case Fence():
             return Skip(reason="Fenced")
-        case AdmitWorkload():
-            return _workload(cmd, current) or _admit(cmd, current, now)  # type: ignore[arg-type]
-        case EvictWorkload():
-            return _workload(cmd, current) or _evict(cmd, current, now)  # type: ignore[arg-type]
-        case SetWorkloadPending():
-            return _workload(cmd, current) or _pending(cmd, current, now)  # type: ignore[arg-type]
-        case DeactivateWorkload():
-            return _workload(cmd, current) or _deactivate(cmd, current, now)  # type: ignore[arg-type]
+        case AdmitWorkload() | EvictWorkload() | SetWorkloadPending() | DeactivateWorkload():
+            wl = _workload(cmd, current)
+            return wl if isinstance(wl, Refusal) else _plan_workload(cmd, wl, now)
         case SetClusterQueueStatus():
             if current is None:
                 return Refusal(reason=NOT_FOUND, message=f"ClusterQueue {cmd.name} not found")
@@ -99,18 +92,30 @@ def _set_status(kind: str, old: ClusterQueue | LocalQueue, new: ClusterQueue | L
     return patch_write(kind, old, new, status=True, why="status from admission") or Skip(reason="Unchanged")
 
 
-WorkloadCommand = Union[AdmitWorkload, EvictWorkload, SetWorkloadPending, DeactivateWorkload]
+WorkloadCommand = AdmitWorkload | EvictWorkload | SetWorkloadPending | DeactivateWorkload
 
 
-def _workload(cmd: WorkloadCommand, current: Target) -> Refusal | None:
-    """Refuse unless `current` is the very Workload the command was decided on."""
+def _plan_workload(cmd: WorkloadCommand, wl: Workload, now: str) -> Plan:
+    match cmd:
+        case AdmitWorkload():
+            return _admit(cmd, wl, now)
+        case EvictWorkload():
+            return _evict(cmd, wl, now)
+        case SetWorkloadPending():
+            return _pending(cmd, wl, now)
+        case DeactivateWorkload():
+            return _deactivate(cmd, wl, now)
+
+
+def _workload(cmd: WorkloadCommand, current: Target) -> Workload | Refusal:
+    """`current` if it is the very Workload the command was decided on, else the refusal."""
     if current is None:
         return Refusal(reason=NOT_FOUND, message=f"Workload {cmd.namespace}/{cmd.name} not found")
     if not isinstance(current, Workload):
         return Refusal(reason=WRONG_KIND, message=f"expected a Workload, got {type(current).__name__}")
     if current.metadata.uid != cmd.uid:
         return Refusal(reason=UID_MISMATCH, message=f"command for uid {cmd.uid}, workload has {current.metadata.uid}")
-    return None
+    return current
 
 
 def _status_write(wl: Workload, new: Workload, why: str, done: str) -> Plan:
@@ -126,7 +131,9 @@ def _admit(cmd: AdmitWorkload, wl: Workload, now: str) -> Plan:
     if not wl.spec.is_active:
         return Refusal(reason=INACTIVE, message="workload is deactivated")
     if ws.is_evicted(wl) and ws.has_quota_reservation(wl):
-        return Refusal(reason=EVICTION_IN_PROGRESS, message="the workload still holds the quota it is being evicted from")
+        return Refusal(
+            reason=EVICTION_IN_PROGRESS, message="the workload still holds the quota it is being evicted from"
+        )
     if ws.has_quota_reservation(wl) or wl.status.admission is not None:
         if wl.status.admission != cmd.admission:
             held = wl.status.admission.cluster_queue if wl.status.admission else "?"
@@ -170,7 +177,10 @@ def _deactivate(cmd: DeactivateWorkload, wl: Workload, now: str) -> Plan:
         return Refusal(reason=FINISHED, message="workload is finished")
     if wl.spec.is_active:
         new = replace(wl, spec=replace(wl.spec, active=False))
-        return patch_write("workload", wl, new, status=False, why=f"deactivate: {cmd.reason}") or Skip(reason="AlreadyApplied")
+        return (
+            patch_write("workload", wl, new, status=False, why=f"deactivate: {cmd.reason}")
+            or Skip(reason="AlreadyApplied")
+        )
     if ws.is_evicted(wl):
         return Skip(reason="AlreadyApplied")
     conds = tuple(c for c in wl.status.conditions if c.type != k.WORKLOAD_DEACTIVATION_TARGET)

@@ -9,12 +9,14 @@ updates), and the pod template after merging them in or restoring the original.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
+from typing import Final
 
 import msgspec
 from msgspec.structs import replace
 
 from kq.api import constants as k
-from kq.api.core import Job, PodSchedulingGate, PodTemplateSpec, Toleration
+from kq.api.core import Job, PodSchedulingGate, PodTemplateSpec, PriorityClass, Toleration
 from kq.api.kueue import (
     PodSet,
     PodSetAssignment,
@@ -37,6 +39,9 @@ MANAGED_LABELS = ("job-name", "controller-uid", JOB_NAME_LABEL, "batch.kubernete
 _NAME_HASH_LEN = 5
 _MAX_WORKLOAD_NAME = 253
 _JOB_KIND, _JOB_GROUP, _JOB_API_VERSION = "Job", "batch", "batch/v1"
+
+# spec.priorityClassRef of a Workload whose priority came from the pods' PriorityClass.
+POD_PRIORITY_GROUP: Final = "scheduling.k8s.io"
 
 
 class PodSetInfo(msgspec.Struct, frozen=True, kw_only=True):
@@ -102,7 +107,11 @@ def min_pods_count(job: Job) -> int | None:
 
 
 def sync_completions(job: Job) -> bool:
-    return job.metadata.annotations.get(k.JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION, "").lower() in ("true", "1", "t")
+    return job.metadata.annotations.get(k.JOB_COMPLETIONS_EQUAL_PARALLELISM_ANNOTATION, "").lower() in (
+        "true",
+        "1",
+        "t",
+    )
 
 
 def workload_name(job_name: str, job_uid: str) -> str:
@@ -141,7 +150,9 @@ def _topology_request(meta: ObjectMeta) -> PodSetTopologyRequest:
         try:
             slice_size = int(slice_size_raw)
         except ValueError:
-            raise WorkloadBuildError(f"annotation {k.PODSET_SLICE_SIZE_ANNOTATION}: not an integer: {slice_size_raw!r}") from None
+            raise WorkloadBuildError(
+                f"annotation {k.PODSET_SLICE_SIZE_ANNOTATION}: not an integer: {slice_size_raw!r}"
+            ) from None
     else:
         slice_topology = None
     group = ann.get(PODSET_GROUP_NAME_ANNOTATION) if (required is not None or preferred is not None) else None
@@ -157,33 +168,42 @@ def _topology_request(meta: ObjectMeta) -> PodSetTopologyRequest:
 
 
 def _clean_template(template: PodTemplateSpec) -> PodTemplateSpec:
-    labels = {key: v for key, v in template.metadata.labels.items() if key == JOB_NAME_LABEL or key not in MANAGED_LABELS}
+    labels = {
+        key: v for key, v in template.metadata.labels.items() if key == JOB_NAME_LABEL or key not in MANAGED_LABELS
+    }
     return replace(template, metadata=replace(template.metadata, labels=labels))
 
 
-def _priority(job: Job, template: PodTemplateSpec, classes: dict[str, WorkloadPriorityClass]) -> tuple[PriorityClassRef | None, int]:
-    """jobframework.ExtractPriority: the WorkloadPriorityClass label first, then the pods' PriorityClass.
-
-    kq does not mirror scheduling.k8s.io PriorityClasses, so a pod priority class is referenced
-    with priority 0."""
+def _priority(job: Job, template: PodTemplateSpec, classes: Mapping[str, WorkloadPriorityClass],
+              pod_classes: Mapping[str, PriorityClass]) -> tuple[PriorityClassRef | None, int]:
+    """jobframework.ExtractPriority: the WorkloadPriorityClass label first, then the pods' PriorityClass
+    (scheduling.k8s.io), else the global default PriorityClass (the lowest value if several), else 0.
+    A named class that does not exist (yet) is an error: the Workload waits for it, as in Kueue."""
     wpc_name = job.metadata.labels.get(k.PRIORITY_CLASS_LABEL, "")
     if wpc_name:
         wpc = classes.get(wpc_name)
         if wpc is None:
             raise WorkloadBuildError(f"WorkloadPriorityClass {wpc_name!r} not found")
         return PriorityClassRef(group=k.KUEUE_GROUP, kind="WorkloadPriorityClass", name=wpc_name), wpc.value
-    if template.spec.priority_class_name:
-        ref = PriorityClassRef(group="scheduling.k8s.io", kind="PriorityClass", name=template.spec.priority_class_name)
-        return ref, template.spec.priority or 0
+    if name := template.spec.priority_class_name:
+        pc = pod_classes.get(name)
+        if pc is None:
+            raise WorkloadBuildError(f"PriorityClass {name!r} not found")
+        return PriorityClassRef(group=POD_PRIORITY_GROUP, kind="PriorityClass", name=name), pc.value
+    defaults = sorted((c.value, n) for n, c in pod_classes.items() if c.global_default)
+    if defaults:
+        value, name = defaults[0]
+        return PriorityClassRef(group=POD_PRIORITY_GROUP, kind="PriorityClass", name=name), value
     return None, 0
 
 
-def build_workload(job: Job, classes: dict[str, WorkloadPriorityClass]) -> Workload:
+def build_workload(job: Job, classes: Mapping[str, WorkloadPriorityClass],
+                   pod_classes: Mapping[str, PriorityClass] | None = None) -> Workload:
     """jobframework.ConstructWorkload + prepareWorkload for a Job. Raises WorkloadBuildError when the
     named WorkloadPriorityClass does not exist (yet) or a TAS annotation is malformed."""
     meta = job.metadata
     template = _clean_template(job.spec.template)
-    ref, priority = _priority(job, job.spec.template, classes)
+    ref, priority = _priority(job, job.spec.template, classes, pod_classes or {})
     max_exec: int | None = None
     if raw := meta.labels.get(k.MAX_EXEC_TIME_SECONDS_LABEL):
         try:
@@ -238,7 +258,7 @@ def with_owner(wl: Workload, job: Job) -> Workload:
     meta = job.metadata
     ref = OwnerReference(api_version=_JOB_API_VERSION, kind=_JOB_KIND, name=meta.name, uid=meta.uid,
                          controller=True, block_owner_deletion=True)
-    refs = tuple(r for r in wl.metadata.owner_references if r.uid != meta.uid) + (ref,)
+    refs = (*(r for r in wl.metadata.owner_references if r.uid != meta.uid), ref)
     labels = {**wl.metadata.labels, k.JOB_UID_LABEL: meta.uid} if meta.uid else wl.metadata.labels
     return replace(wl, metadata=replace(wl.metadata, owner_references=refs, labels=labels))
 
@@ -333,8 +353,13 @@ def info_from_podset(ps: PodSet) -> PodSetInfo:
 
 def _template_info(t: PodTemplateSpec) -> PodSetInfo:
     return PodSetInfo(
-        name="", count=0, annotations=dict(t.metadata.annotations), labels=dict(t.metadata.labels),
-        node_selector=dict(t.spec.node_selector), tolerations=t.spec.tolerations, scheduling_gates=t.spec.scheduling_gates,
+        name="",
+        count=0,
+        annotations=dict(t.metadata.annotations),
+        labels=dict(t.metadata.labels),
+        node_selector=dict(t.spec.node_selector),
+        tolerations=t.spec.tolerations,
+        scheduling_gates=t.spec.scheduling_gates,
     )
 
 

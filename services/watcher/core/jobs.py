@@ -11,10 +11,12 @@ Follows pkg/controller/jobframework/reconciler.go ReconcileGenericJob.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from msgspec.structs import replace
 
 from kq.api import constants as k
-from kq.api.core import Job
+from kq.api.core import Job, PriorityClass
 from kq.api.kueue import ResourceFlavor, Workload, WorkloadPriorityClass
 from services.watcher.core import job_pods as jp
 from services.watcher.core import workload_status as ws
@@ -27,7 +29,9 @@ def _remove_finalizer(wl: Workload, why: str) -> Action | None:
     if k.RESOURCE_IN_USE_FINALIZER not in wl.metadata.finalizers:
         return None
     kept = tuple(f for f in wl.metadata.finalizers if f != k.RESOURCE_IN_USE_FINALIZER)
-    return patch_write("workload", wl, replace(wl, metadata=replace(wl.metadata, finalizers=kept)), status=False, why=why)
+    return patch_write(
+        "workload", wl, replace(wl, metadata=replace(wl.metadata, finalizers=kept)), status=False, why=why
+    )
 
 
 def _workload_status(wl: Workload, new: Workload, why: str) -> Action | None:
@@ -65,7 +69,10 @@ def start_job(job: Job, wl: Workload, flavors: dict[str, ResourceFlavor], now: s
         return Skip(reason="AdmittedWithoutAdmission")
     if len(admission.pod_set_assignments) != 1 or len(wl.spec.pod_sets) != 1:
         msg = f"invalid podset infos: expecting 1 podset, got {len(admission.pod_set_assignments)}"
-        return _workload_status(wl, ws.finish(wl, FAILED_TO_START, msg, now), FAILED_TO_START) or Skip(reason=FAILED_TO_START)
+        return (
+            _workload_status(wl, ws.finish(wl, FAILED_TO_START, msg, now), FAILED_TO_START)
+            or Skip(reason=FAILED_TO_START)
+        )
     try:
         info = jp.info_from_assignment(wl, admission.pod_set_assignments[0], wl.spec.pod_sets[0], flavors)
         started = jp.started_job(job, info)
@@ -73,7 +80,10 @@ def start_job(job: Job, wl: Workload, flavors: dict[str, ResourceFlavor], now: s
         return Skip(reason=f"FlavorNotFound: {e}")
     except jp.PodSetConflict as e:
         msg = f"invalid admission check PodSetUpdate: {e}"
-        return _workload_status(wl, ws.finish(wl, FAILED_TO_START, msg, now), FAILED_TO_START) or Skip(reason=FAILED_TO_START)
+        return (
+            _workload_status(wl, ws.finish(wl, FAILED_TO_START, msg, now), FAILED_TO_START)
+            or Skip(reason=FAILED_TO_START)
+        )
     write = patch_write("job", job, started, status=False,
                         why=f"start: admitted by ClusterQueue {admission.cluster_queue}")
     return write or Skip(reason="Started")
@@ -85,6 +95,7 @@ def reconcile_job(
     flavors: dict[str, ResourceFlavor],
     priority_classes: dict[str, WorkloadPriorityClass],
     now: str,
+    pod_priority_classes: Mapping[str, PriorityClass] | None = None,
 ) -> Action | Skip:
     """The next step for a Job and the Workload it controls (None when it has none); for a Job
     labelled with a prebuilt Workload, `wl` is the Workload of that name, whoever controls it."""
@@ -103,7 +114,11 @@ def reconcile_job(
 
     # 1.1 A Workload being deleted: stop the Job, then let the Workload go.
     if wl is not None and wl.metadata.deletion_timestamp is not None:
-        return stop_job(job, wl, "workload deleted") or _remove_finalizer(wl, "workload deleted") or Skip(reason="WorkloadDeleting")
+        return (
+            stop_job(job, wl, "workload deleted")
+            or _remove_finalizer(wl, "workload deleted")
+            or Skip(reason="WorkloadDeleting")
+        )
 
     # 3. A finished Job finishes its Workload.
     done, succeeded, message = jp.finished(job)
@@ -111,7 +126,10 @@ def reconcile_job(
         if wl is None:
             return Skip(reason="JobFinished")
         reason = k.FINISHED_SUCCEEDED if succeeded else k.FINISHED_FAILED
-        return _workload_status(wl, ws.finish(wl, reason, message, now), f"job {reason.lower()}") or Skip(reason="Finished")
+        return (
+            _workload_status(wl, ws.finish(wl, reason, message, now), f"job {reason.lower()}")
+            or Skip(reason="Finished")
+        )
 
     # 3. No Workload: make sure the Job does not run, then create one.
     if wl is None:
@@ -121,14 +139,19 @@ def reconcile_job(
         if jp.is_active(job):
             return Skip(reason="WaitingForPodsToStop")
         try:
-            new = jp.build_workload(job, priority_classes)
+            new = jp.build_workload(job, priority_classes, pod_priority_classes)
         except jp.WorkloadBuildError as e:
             return Skip(reason=f"CannotCreateWorkload: {e}")
         return Create(kind="workload", namespace=new.metadata.namespace, name=new.metadata.name,
                       body=encode_body(new), why="queued job without a workload")
 
     # The Job changed shape while waiting: drop the Workload (a new one follows).
-    if not jp.prebuilt_workload_name(job) and jp.is_suspended(job) and not ws.has_quota_reservation(wl) and not jp.equivalent(job, wl):
+    if (
+        not jp.prebuilt_workload_name(job)
+        and jp.is_suspended(job)
+        and not ws.has_quota_reservation(wl)
+        and not jp.equivalent(job, wl)
+    ):
         return Delete(kind="workload", namespace=wl.metadata.namespace, name=wl.metadata.name,
                       uid=wl.metadata.uid, resource_version=wl.metadata.resource_version,
                       why="job no longer matches its workload")
@@ -139,7 +162,10 @@ def reconcile_job(
         if step is not None:
             return step
         if ws.has_quota_reservation(wl) and not jp.is_active(job):
-            return _workload_status(wl, ws.finish_eviction(wl, now), "job stopped after eviction") or Skip(reason="Evicted")
+            return (
+                _workload_status(wl, ws.finish_eviction(wl, now), "job stopped after eviction")
+                or Skip(reason="Evicted")
+            )
         return Skip(reason="Evicted")
 
     # 7. Suspended: start once admitted; follow a queue name change while waiting.
@@ -148,7 +174,10 @@ def reconcile_job(
             return start_job(job, wl, flavors, now)
         if not ws.has_quota_reservation(wl) and wl.spec.queue_name != jp.queue_name(job) and jp.queue_name(job):
             renamed = replace(wl, spec=replace(wl.spec, queue_name=jp.queue_name(job)))
-            return patch_write("workload", wl, renamed, status=False, why="queue name changed") or Skip(reason="Waiting")
+            return (
+                patch_write("workload", wl, renamed, status=False, why="queue name changed")
+                or Skip(reason="Waiting")
+            )
         return Skip(reason="WaitingForAdmission")
 
     # 8. Running without admission: suspend.
@@ -180,5 +209,8 @@ def reconcile_unowned_workload(wl: Workload, now: str) -> Action | Skip:
     if ws.is_finished(wl):
         return Skip(reason="Finished")
     if ws.is_evicted(wl) and ws.has_quota_reservation(wl):
-        return _workload_status(wl, ws.finish_eviction(wl, now), "evicted workload without a job") or Skip(reason="Evicted")
+        return (
+            _workload_status(wl, ws.finish_eviction(wl, now), "evicted workload without a job")
+            or Skip(reason="Evicted")
+        )
     return Skip(reason="Idle")

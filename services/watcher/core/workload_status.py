@@ -7,6 +7,8 @@ apimeta.SetStatusCondition: the transition time moves only when the status does.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from msgspec.structs import replace
 
 from kq.api import constants as k
@@ -17,7 +19,7 @@ from kq.api.kueue import (
     Workload,
     WorkloadSchedulingStatsEviction,
 )
-from kq.api.meta import Condition, condition_is_true, find_condition
+from kq.api.meta import Condition, condition_is_true, find_condition, parse_time
 
 MAX_CONDITION_MESSAGE = 32 * 1024  # api.TruncateConditionMessage
 DEACTIVATED_DUE_TO = f"{k.REASON_DEACTIVATED}DueTo"
@@ -40,14 +42,16 @@ def set_condition(conditions: tuple[Condition, ...], new: Condition, now: str) -
         merged = replace(new, last_transition_time=ltt)
         if merged == cur:
             return conditions
-        return conditions[:i] + (merged,) + conditions[i + 1 :]
-    return conditions + (replace(new, last_transition_time=new.last_transition_time or now),)
+        return (*conditions[:i], merged, *conditions[i + 1:])
+    return (*conditions, replace(new, last_transition_time=new.last_transition_time or now))
 
 
-def _cond(wl: Workload, type_: str, status: str, reason: str, message: str, *, generation: bool = True) -> Condition:
+def _cond(
+    wl: Workload, type_: str, status: Literal["True", "False"], reason: str, message: str, *, generation: bool = True
+) -> Condition:
     return Condition(
         type=type_,
-        status=status,  # type: ignore[arg-type]
+        status=status,
         reason=reason,
         message=message,
         observed_generation=wl.metadata.generation if generation else None,
@@ -74,7 +78,9 @@ def is_evicted(wl: Workload) -> bool:
     return condition_is_true(wl.status.conditions, k.WORKLOAD_EVICTED)
 
 
-def _reset_active(conditions: tuple[Condition, ...], wl: Workload, type_: str, reason: str, now: str) -> tuple[Condition, ...]:
+def _reset_active(
+    conditions: tuple[Condition, ...], wl: Workload, type_: str, reason: str, now: str
+) -> tuple[Condition, ...]:
     """resetActiveCondition: a True condition of this type turns False, "Previously: <message>"."""
     prev = find_condition(conditions, type_)
     if prev is None or prev.status != "True":
@@ -97,7 +103,9 @@ def set_quota_reservation(wl: Workload, admission: Admission, now: str, *, admit
     for type_ in (k.WORKLOAD_EVICTED, k.WORKLOAD_PREEMPTED, k.WORKLOAD_BLOCKED_ON_PREEMPTION_GATES):
         conds = _reset_active(conds, wl, type_, k.REASON_QUOTA_RESERVED, now)
     if admitted:
-        conds = set_condition(conds, _cond(wl, k.WORKLOAD_ADMITTED, "True", k.REASON_ADMITTED, "The workload is admitted"), now)
+        conds = set_condition(
+            conds, _cond(wl, k.WORKLOAD_ADMITTED, "True", k.REASON_ADMITTED, "The workload is admitted"), now
+        )
     have = {c.name for c in wl.status.admission_checks}
     added = tuple(AdmissionCheckState(name=n, state="Pending", last_transition_time=now)
                   for n in sorted(set(checks) - have))
@@ -144,7 +152,7 @@ def _reset_checks(checks: tuple[AdmissionCheckState, ...], now: str) -> tuple[Ad
         retry = (c.retry_count or 0) + 1 if c.state == k.CHECK_RETRY else None
         out.append(AdmissionCheckState(
             name=c.name,
-            state=k.CHECK_PENDING,  # type: ignore[arg-type]
+            state=k.CHECK_PENDING,
             message="Reset to Pending after eviction. Previously: " + c.state,
             last_transition_time=now,
             requeue_after_seconds=c.requeue_after_seconds,
@@ -186,11 +194,23 @@ def _sync_admitted_after_release(conds: tuple[Condition, ...], wl: Workload, now
     )
 
 
+def _accumulated_after_release(wl: Workload, now: str) -> int | None:
+    """SyncAdmittedCondition: Admitted turning False adds this admission's whole seconds to
+    status.accumulatedPastExecutionTimeSeconds (max-exec-time counts every admission)."""
+    admitted = find_condition(wl.status.conditions, k.WORKLOAD_ADMITTED)
+    past = wl.status.accumulated_past_execution_time_seconds
+    if admitted is None or admitted.status != "True" or not admitted.last_transition_time:
+        return past
+    ran = int((parse_time(now) - parse_time(admitted.last_transition_time)).total_seconds())
+    return (past or 0) + ran
+
+
 def unset_quota_reservation(wl: Workload, reason: str, message: str, now: str) -> Workload:
     """workload.UnsetQuotaReservationWithCondition."""
     conds = set_condition(wl.status.conditions, _cond(wl, k.WORKLOAD_QUOTA_RESERVED, "False", reason, message), now)
     conds = _sync_admitted_after_release(conds, wl, now)
-    return _with_conditions(wl, conds, admission=None)
+    return _with_conditions(wl, conds, admission=None,
+                            accumulated_past_execution_time_seconds=_accumulated_after_release(wl, now))
 
 
 def finish_eviction(wl: Workload, now: str) -> Workload:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-KUEUE_GROUP = "kueue.x-k8s.io"
+from typing import Final
+
+KUEUE_GROUP: Final = "kueue.x-k8s.io"
 KUEUE_VERSION = "v1beta2"
 KUEUE_API_VERSION = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 
@@ -117,9 +119,9 @@ CQ_REASON_UNKNOWN = "Unknown"
 CQ_REASON_READY = "Ready"
 
 # Admission check states.
-CHECK_PENDING = "Pending"
-CHECK_READY = "Ready"
-CHECK_RETRY = "Retry"
-CHECK_REJECTED = "Rejected"
+CHECK_PENDING: Final = "Pending"
+CHECK_READY: Final = "Ready"
+CHECK_RETRY: Final = "Retry"
+CHECK_REJECTED: Final = "Rejected"
 
 __all__ = [name for name in dir() if name.isupper()]

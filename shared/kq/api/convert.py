@@ -159,7 +159,8 @@ def _topology_assignment(ta: dict[str, Any], path: str) -> dict[str, Any]:
         compact: TopologyAssignment = compact_topology_assignment(tuple(levels), domains)
     except ValueError as e:
         raise ConversionError(path, str(e)) from None
-    return msgspec.to_builtins(compact)
+    out: dict[str, Any] = msgspec.to_builtins(compact)
+    return out
 
 
 def _workload(doc: dict[str, Any]) -> None:

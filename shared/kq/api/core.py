@@ -1,4 +1,4 @@
-"""Core Kubernetes kinds kq reads and writes: Namespace, Node, Pod, Secret, batch/v1 Job, JobSet.
+"""Core Kubernetes kinds kq reads and writes: Namespace, Node, Pod, Secret, PriorityClass, batch/v1 Job, JobSet.
 
 Lenient on purpose: real objects carry many fields kq does not model, and those
 are ignored when decoding. Re-encoding such a Struct therefore drops them; code
@@ -47,6 +47,7 @@ __all__ = [
     "ReplicatedJobStatus",
     "JobSetStatus",
     "JobSet",
+    "PriorityClass",
 ]
 
 RawObject = dict[str, Any]  # a sub-object kept as decoded JSON, not interpreted by kq
@@ -225,6 +226,19 @@ class Namespace(K8sStruct, frozen=True, kw_only=True):
     kind: str = ""
     metadata: ObjectMeta = ObjectMeta()
     status: NamespaceStatus = NamespaceStatus()
+
+
+class PriorityClass(K8sStruct, frozen=True, kw_only=True):
+    """scheduling.k8s.io/v1 PriorityClass (cluster-scoped): a Job whose pods name one gets its value
+    as the Workload's priority (Kueue's jobframework)."""
+
+    api_version: str = ""
+    kind: str = ""
+    metadata: ObjectMeta = ObjectMeta()
+    value: int = 0
+    global_default: bool = False
+    description: str = ""
+    preemption_policy: str | None = None
 
 
 class Secret(K8sStruct, frozen=True, kw_only=True):

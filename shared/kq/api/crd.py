@@ -25,7 +25,7 @@ __all__ = ["QUANTITY_PATTERN", "openapi_schema", "crd_for", "all_crds", "render_
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
-_ZERO_DEFAULTS = (None, "", 0, False, {}, [])
+_ZERO_DEFAULTS: tuple[Any, ...] = (None, "", 0, False, {}, [])
 
 
 def _quantity(description: str | None) -> dict[str, Any]:
@@ -56,10 +56,10 @@ class _Structural:
                 raise ValueError(f"cannot make a structural schema of anyOf {node['anyOf']}")
             inner = self.convert(alts[0])
             extra = {k: v for k, v in node.items() if k not in ("anyOf", "default", "title")}
-            out = {**inner, **extra}
+            merged = {**inner, **extra}
             if len(alts) != len(node["anyOf"]):
-                out["nullable"] = True
-            return self._default(out, node)
+                merged["nullable"] = True
+            return self._default(merged, node)
         out: dict[str, Any] = {}
         if "description" in node:
             out["description"] = node["description"]

@@ -43,11 +43,11 @@ class LoadedObject(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def name(self) -> str:
-        return self.obj.metadata.name
+        return str(self.obj.metadata.name)
 
     @property
     def namespace(self) -> str:
-        return self.obj.metadata.namespace
+        return str(self.obj.metadata.namespace)
 
     def ref(self) -> str:
         """Human reference: "ClusterQueue cq", "Job ns/j1"."""
@@ -61,7 +61,9 @@ def _where(source: str, index: int | None, doc: Any) -> str:
         parts.append(f"document {index}")
     if isinstance(doc, dict):
         kind = doc.get("kind") if isinstance(doc.get("kind"), str) else "?"
-        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        meta = doc.get("metadata")
+        if not isinstance(meta, dict):
+            meta = {}
         name = meta.get("name") or (f"{meta['generateName']}*" if meta.get("generateName") else "")
         ns = meta.get("namespace")
         if name:
@@ -135,7 +137,7 @@ def _load(doc: Any) -> tuple[KindInfo, Any, dict[str, Any]]:
     try:
         obj = msgspec.convert(body, info.type, str_keys=True)
     except msgspec.ValidationError as e:
-        raise _Reject(errors + [explain_validation_error(e, info.type)]) from None
+        raise _Reject([*errors, explain_validation_error(e, info.type)]) from None
     errors += validate_metadata(obj.metadata, info.namespaced, info.kind)
     errors += validate_object(obj)
     if errors:

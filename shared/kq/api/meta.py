@@ -7,8 +7,8 @@ more that kq does not model. Times stay RFC 3339 strings as on the wire;
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Annotated, Literal, Union
+from datetime import UTC, datetime
+from typing import Annotated, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -36,7 +36,7 @@ __all__ = [
 QUANTITY_MARK = "x-kq-quantity"
 
 # What users write for a quantity: "500m", 2, 1.5. Kubernetes itself always sends strings.
-QuantityValue = Union[str, int, float]
+QuantityValue = str | int | float
 Quantity = Annotated[QuantityValue, msgspec.Meta(extra_json_schema={QUANTITY_MARK: True})]
 # corev1.ResourceList: resource name -> quantity.
 ResourceList = dict[str, Quantity]
@@ -107,7 +107,16 @@ class Condition(K8sStruct, frozen=True, kw_only=True):
     observed_generation: int | None = None
 
 
-def find_condition(conditions: tuple[Condition, ...], type_: str) -> Condition | None:
+class _HasType(Protocol):
+    @property
+    def type(self) -> str: ...
+
+
+_Cond = TypeVar("_Cond", bound=_HasType)
+
+
+def find_condition(conditions: tuple[_Cond, ...], type_: str) -> _Cond | None:
+    """The condition of `type_` (a Kueue Condition or a core kind's), None when absent."""
     return next((c for c in conditions if c.type == type_), None)
 
 
@@ -167,4 +176,4 @@ def parse_time(text: str) -> datetime:
 
 def format_time(when: datetime) -> str:
     """metav1.Time's wire form: UTC, whole seconds, "Z"."""
-    return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -70,6 +70,8 @@ KINDS: tuple[KindInfo, ...] = (
              type=core.Node, has_status=True, short_names=("no",)),
     KindInfo(kind="Pod", group="", version="v1", plural="pods", namespaced=True,
              type=core.Pod, has_status=True, short_names=("po",)),
+    KindInfo(kind="PriorityClass", group="scheduling.k8s.io", version="v1", plural="priorityclasses",
+             namespaced=False, type=core.PriorityClass, has_status=False, short_names=("pc",)),
     KindInfo(kind="Secret", group="", version="v1", plural="secrets", namespaced=True,
              type=core.Secret, has_status=False),
     KindInfo(kind="Job", group="batch", version="v1", plural="jobs", namespaced=True,
@@ -98,7 +100,7 @@ for _info in KINDS:
     for _name in (_info.token, _info.plural, *_info.short_names):
         _BY_NAME[_name] = _info
 _BY_API: dict[tuple[str, str], KindInfo] = {(i.api_version, i.kind): i for i in KINDS}
-_DECODERS: dict[str, msgspec.json.Decoder] = {}
+_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {}
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -118,7 +120,7 @@ def kind_for(api_version: str, kind: str) -> KindInfo:
     return info
 
 
-def decoder_for(kind: str) -> msgspec.json.Decoder:
+def decoder_for(kind: str) -> msgspec.json.Decoder[Any]:
     info = kind_info(kind)
     dec = _DECODERS.get(info.token)
     if dec is None:

@@ -7,7 +7,7 @@ values and pod counts where all domains agree), which every reader accepts.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import msgspec
 
 from kq.api.workload import (
     TopologyAssignment,
@@ -20,9 +20,9 @@ from kq.api.workload import (
 __all__ = ["TopologyDomain", "topology_domains", "compact_topology_assignment"]
 
 
-class TopologyDomain(NamedTuple):
+class TopologyDomain(msgspec.Struct, frozen=True):
     values: tuple[str, ...]  # one value per level, top level first
-    count: int  # pods placed in this domain
+    count: int  # type: ignore[assignment]  # pods placed in this domain; shadows tuple.count, which no one calls
 
 
 def _value_at(level: TopologyAssignmentSliceLevelValues, i: int) -> str:

@@ -159,6 +159,24 @@ def _topology(t: kueue.Topology) -> list[FieldError]:
     return errors
 
 
+def _topology_request(tr: kueue.PodSetTopologyRequest | None, path: str) -> list[FieldError]:
+    """Kueue's CRD rule (one placement mode) and webhook (validateTASSliceSize)."""
+    if tr is None:
+        return []
+    errors: list[FieldError] = []
+    modes = [m for m, v in (("required", tr.required), ("preferred", tr.preferred),
+                            ("unconstrained", tr.unconstrained or None)) if v is not None]
+    if len(modes) > 1:
+        errors.append(FieldError(path, f"at most one of required, preferred, unconstrained may be set, "
+                                       f"not {' and '.join(modes)}"))
+    if tr.pod_set_slice_required_topology is not None and tr.pod_set_slice_size is None:
+        errors.append(FieldError(f"{path}.podSetSliceSize", "must be set when podSetSliceRequiredTopology is specified"))
+    if tr.pod_set_slice_required_topology is None and tr.pod_set_slice_size is not None:
+        errors.append(FieldError(f"{path}.podSetSliceSize",
+                                 "may not be set when podSetSliceRequiredTopology is not specified"))
+    return errors
+
+
 def _pod_template_resources(spec: core.PodSpec, path: str) -> list[FieldError]:
     errors: list[FieldError] = []
     for field, containers in (("initContainers", spec.init_containers), ("containers", spec.containers)):
@@ -188,6 +206,7 @@ def _workload(wl: kueue.Workload) -> list[FieldError]:
             if ps.min_count > ps.count:
                 errors.append(FieldError(f"{path}.minCount", f"must be at most count ({ps.count})"))
         errors += _pod_template_resources(ps.template.spec, f"{path}.template.spec")
+        errors += _topology_request(ps.topology_request, f"{path}.topologyRequest")
     if with_min > 1:
         errors.append(FieldError("spec.podSets", f"at most one podSet can use minCount, {with_min} do"))
     if spec.priority_class_ref is not None:

@@ -57,7 +57,7 @@ class PriorityClassRef(KueueStruct, frozen=True, kw_only=True):
 
 
 class PodsetSliceRequiredTopologyConstraint(KueueStruct, frozen=True, kw_only=True):
-    topology: str
+    topology: Annotated[str, msgspec.Meta(min_length=1, max_length=63)]
     size: Positive
 
 
@@ -65,13 +65,15 @@ class PodSetTopologyRequest(KueueStruct, frozen=True, kw_only=True):
     required: str | None = None
     preferred: str | None = None
     unconstrained: bool | None = None
-    pod_index_label: str | None = None
-    sub_group_index_label: str | None = None
+    pod_index_label: Annotated[str, msgspec.Meta(max_length=317)] | None = None
+    sub_group_index_label: Annotated[str, msgspec.Meta(max_length=317)] | None = None
     sub_group_count: NonNegative | None = None
-    pod_set_group_name: str | None = None
-    pod_set_slice_required_topology: str | None = None
+    pod_set_group_name: Annotated[str, msgspec.Meta(max_length=256)] | None = None
+    pod_set_slice_required_topology: Annotated[str, msgspec.Meta(max_length=63)] | None = None
     pod_set_slice_size: Positive | None = None
-    podset_slice_required_topology_constraints: tuple[PodsetSliceRequiredTopologyConstraint, ...] = ()
+    podset_slice_required_topology_constraints: Annotated[
+        tuple[PodsetSliceRequiredTopologyConstraint, ...], msgspec.Meta(max_length=3)
+    ] = ()
 
 
 class PodSet(KueueStruct, frozen=True, kw_only=True):
@@ -101,15 +103,15 @@ class WorkloadSpec(KueueStruct, frozen=True, kw_only=True):
 
 
 class TopologyAssignmentSliceLevelIndividualValues(KueueStruct, frozen=True, kw_only=True):
-    roots: tuple[str, ...] = ()
-    prefix: str | None = None
-    suffix: str | None = None
+    roots: Annotated[tuple[str, ...], msgspec.Meta(max_length=100_000)] = ()
+    prefix: Annotated[str, msgspec.Meta(max_length=63)] | None = None
+    suffix: Annotated[str, msgspec.Meta(max_length=63)] | None = None
 
 
 class TopologyAssignmentSliceLevelValues(KueueStruct, frozen=True, kw_only=True):
     """Exactly one of universal / individual is set."""
 
-    universal: str | None = None
+    universal: Annotated[str, msgspec.Meta(max_length=63)] | None = None
     individual: TopologyAssignmentSliceLevelIndividualValues | None = None
 
 
@@ -117,20 +119,20 @@ class TopologyAssignmentSlicePodCounts(KueueStruct, frozen=True, kw_only=True):
     """Exactly one of universal / individual is set."""
 
     universal: Positive | None = None
-    individual: tuple[int, ...] = ()
+    individual: Annotated[tuple[NonNegative, ...], msgspec.Meta(max_length=100_000)] = ()
 
 
 class TopologyAssignmentSlice(KueueStruct, frozen=True, kw_only=True):
     domain_count: Positive
-    values_per_level: tuple[TopologyAssignmentSliceLevelValues, ...] = ()
+    values_per_level: Annotated[tuple[TopologyAssignmentSliceLevelValues, ...], msgspec.Meta(max_length=16)] = ()
     pod_counts: TopologyAssignmentSlicePodCounts = TopologyAssignmentSlicePodCounts()
 
 
 class TopologyAssignment(KueueStruct, frozen=True, kw_only=True):
     """Compact v1beta2 form; kq.api.topology expands it to (values, count) domains and back."""
 
-    levels: tuple[str, ...]
-    slices: tuple[TopologyAssignmentSlice, ...] = ()
+    levels: Annotated[tuple[str, ...], msgspec.Meta(min_length=1, max_length=16)]
+    slices: Annotated[tuple[TopologyAssignmentSlice, ...], msgspec.Meta(max_length=1000)] = ()
 
 
 class PodSetAssignment(KueueStruct, frozen=True, kw_only=True):
@@ -211,7 +213,7 @@ class WorkloadStatus(KueueStruct, frozen=True, kw_only=True):
     scheduling_stats: SchedulingStats | None = None
     nominated_cluster_names: tuple[str, ...] = ()
     cluster_name: str | None = None
-    unhealthy_nodes: tuple[UnhealthyNode, ...] = ()
+    unhealthy_nodes: Annotated[tuple[UnhealthyNode, ...], msgspec.Meta(max_length=8)] = ()
     preemption_gates: tuple[PreemptionGateState, ...] = ()
 
 

@@ -2,6 +2,9 @@
 
     config.py    the generator schema, strict          generate.py  objects and the creation schedule
     live.py      the stack, driven through the API      runner.py    watch, record, mimic execution
-    virtual.py   the admission core alone, simulated    metrics.py   recorded events -> figures (pure)
-    report.py    human output and the summary YAML      cli.py       the `kq bench` command
+    metrics.py   recorded events -> figures (pure)      report.py    human output and the summary YAML
+    cli.py       the `kq bench` command
+
+The admission core alone on a virtual clock is services/admission/bench_virtual.py, beside the
+core it drives (kq never imports `services`; cli.py finds it by name).
 """

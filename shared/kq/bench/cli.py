@@ -1,5 +1,8 @@
 """`kq bench CONFIG [--summary FILE] [--virtual-time]`: Kueue's scheduler performance test for kq.
 
+`kq bench --solver [--nodes N --levels L --workloads W --seed S]`: the topology solver
+alone (services.tas.solver_bench, looked up by name: kq does not import services).
+
 Exit 0 when the run completed (every workload finished, no ClusterQueue over quota), 1 when
 it did not (timeout, a failed stack, over quota), 2 when the configuration is invalid or needs
 something kq does not have (topology-aware scheduling).
@@ -8,6 +11,7 @@ something kq does not have (topology-aware scheduling).
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,12 +23,16 @@ if TYPE_CHECKING:
     from kq.bench.generate import BenchPlan
     from kq.bench.metrics import RunLog
 
+# The virtual-time simulator lives beside the admission core it drives; kq never imports
+# `services`, so it is found by name at run time.
+VIRTUAL_BENCH = "services.admission.bench_virtual"
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INVALID = 2
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:  # type: ignore[type-arg]
+def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """Register `bench` under a `kq` parser's subcommands (args.func is `run`)."""
     parser = subparsers.add_parser("bench", help="run a scheduler benchmark (Kueue's performance test configs)")
     _fill(parser)
@@ -40,7 +48,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fill(p: argparse.ArgumentParser) -> None:
-    p.add_argument("config", type=Path, help="the generator config (e.g. baseline.yaml)")
+    p.add_argument("config", type=Path, nargs="?", help="the generator config (e.g. baseline.yaml)")
+    p.add_argument("--solver", action="store_true",
+                   help="benchmark the topology solver alone on a generated topology (no config)")
+    p.add_argument("--nodes", type=int, default=10_000, metavar="N", help="solver: nodes (default 10000)")
+    p.add_argument("--levels", type=int, default=4, metavar="L",
+                   help="solver: topology levels, hostname included (default 4)")
+    p.add_argument("--workloads", type=int, default=10_000, metavar="W",
+                   help="solver: workloads placed (default 10000)")
+    p.add_argument("--seed", type=int, default=1, help="solver: seed of the workload stream (default 1)")
     p.add_argument("--summary", type=Path, metavar="FILE", help="write the figures as YAML (Kueue's summary keys)")
     p.add_argument("--virtual-time", action="store_true",
                    help="the admission core alone on a virtual clock (no bus, no API, no processes)")
@@ -63,6 +79,14 @@ def _fill(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.solver:
+        if args.config is not None:
+            print("error: --solver takes no config", file=sys.stderr)
+            return EXIT_INVALID
+        return _solver(args)
+    if args.config is None:
+        print("error: a config is required (or --solver)", file=sys.stderr)
+        return EXIT_INVALID
     # Imported here so `kq --help` does not pay for the harness.
     from kq.bench.config import BenchConfigError, load_config, tas_features
     from kq.bench.generate import build_plan
@@ -81,6 +105,12 @@ def run(args: argparse.Namespace) -> int:
         print("error: --cycle-latency-ms must be >= 0, --timeout > 0 and --concurrency >= 1", file=sys.stderr)
         return EXIT_INVALID
     plan = build_plan(cfg)
+    if args.virtual_time:
+        try:
+            virtual_runner()
+        except BenchUnavailable as e:
+            print(f"error: {e}", file=sys.stderr)
+            return EXIT_INVALID
     say: Callable[[str], None] = (
         (lambda _line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     )
@@ -145,9 +175,21 @@ def _run_multikueue(args: argparse.Namespace, plan: BenchPlan, say: Callable[[st
     return EXIT_OK if ok else EXIT_FAILED
 
 
+def _solver(args: argparse.Namespace) -> int:
+    import importlib
+
+    try:
+        bench = importlib.import_module("services.tas.solver_bench")
+    except ImportError as e:
+        print(f"error: the topology solver is not installed with this kq ({e})", file=sys.stderr)
+        return EXIT_INVALID
+    code: int = bench.main(args.nodes, args.levels, args.workloads, args.seed)
+    return code
+
+
 def _record(args: argparse.Namespace, plan: BenchPlan, say: Callable[[str], None]) -> RunLog:
     if args.virtual_time:
-        from kq.bench.virtual import run_virtual
+        run_virtual = virtual_runner()
 
         def progress(t_ms: float, created: int, admitted: int, finished: int) -> None:
             say(f"  virtual t={t_ms / 1000:7.1f}s  created {created}/{len(plan.workloads)}  admitted {admitted}  "
@@ -159,6 +201,24 @@ def _record(args: argparse.Namespace, plan: BenchPlan, say: Callable[[str], None
 
     return eventloop.run(run_live(plan, timeout_s=args.timeout, workdir=args.workdir, say=say,
                                   concurrency=args.concurrency))
+
+
+class BenchUnavailable(RuntimeError):
+    pass
+
+
+def virtual_runner() -> Callable[..., RunLog]:
+    """`run_virtual(plan, *, cycle_latency_ms, progress) -> RunLog` of the admission service's
+    virtual-time bench; BenchUnavailable (saying what is missing) when this build has none."""
+    try:
+        module = importlib.import_module(VIRTUAL_BENCH)
+    except ModuleNotFoundError as e:
+        raise BenchUnavailable(f"--virtual-time needs the admission service's simulator ({VIRTUAL_BENCH}), "
+                               f"which this build does not have ({e})") from None
+    run = getattr(module, "run_virtual", None)
+    if not callable(run):
+        raise BenchUnavailable(f"--virtual-time: {VIRTUAL_BENCH} has no run_virtual()")
+    return run  # found by name: its signature is checked where it is defined
 
 
 def _write_profile(profiler: cProfile.Profile, path: Path) -> None:

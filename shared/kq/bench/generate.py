@@ -160,8 +160,9 @@ def cluster_queue_object(plan: BenchPlan, q: QueuePlan) -> api.ClusterQueue:
                 flavors=(api.FlavorQuotas(name=plan.flavor, resources=(quota,)),),
             ),),
             preemption=api.ClusterQueuePreemption(
-                reclaim_within_cohort=q.reclaim_within_cohort,  # type: ignore[arg-type]
-                within_cluster_queue=q.within_cluster_queue,  # type: ignore[arg-type]
+                # Both are str in the bench plan, checked against Kueue's policy names when it is parsed.
+                reclaim_within_cohort=q.reclaim_within_cohort,  # type: ignore[arg-type]  # see above
+                within_cluster_queue=q.within_cluster_queue,  # type: ignore[arg-type]  # see above
             ),
         ),
     )

@@ -27,7 +27,7 @@ from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects, workload_o
 from kq.bench.metrics import ProcessStats, RunLog
 from kq.bench.procstats import process_stats
 from kq.bench.runner import Clock, Runner, watch_kind
-from kq.kube import AlreadyExists, KubeClient, KubeError, ServerError, Throttled, Unreachable
+from kq.kube import AlreadyExists, KubeClient, KubeError, ServerError, Throttled, Unreachable, retry_delay
 from kq.stack import Stack
 
 CLUSTER = "manager"
@@ -53,12 +53,12 @@ def _workdir(path: Path | None) -> Iterator[Path]:
 
 
 def _kind(obj: msgspec.Struct) -> str:
-    return str(getattr(obj, "kind")).lower()
+    return str(getattr(obj, "kind")).lower()  # noqa: B009 - setup objects are plain msgspec.Structs; each has kind and metadata
 
 
 async def _create(client: KubeClient, obj: msgspec.Struct) -> None:
     """Create, retrying what is transient; AlreadyExists after a retry means the first try landed."""
-    meta = getattr(obj, "metadata")
+    meta = getattr(obj, "metadata")  # noqa: B009 - setup objects are plain msgspec.Structs; each has kind and metadata
     for attempt in range(_CREATE_TRIES):
         try:
             await client.create(_kind(obj), meta.namespace or None, obj)
@@ -68,10 +68,10 @@ async def _create(client: KubeClient, obj: msgspec.Struct) -> None:
                 return
             raise
         except Throttled as e:
-            await asyncio.sleep(e.retry_after)
+            await asyncio.sleep(retry_delay(e, 0.0))
         except (ServerError, Unreachable):
             await asyncio.sleep(_RETRY_S * (attempt + 1))
-    raise BenchRunError(f"could not create {getattr(obj, 'kind')} {meta.namespace}/{meta.name} "
+    raise BenchRunError(f"could not create {_kind(obj)} {meta.namespace}/{meta.name} "
                         f"after {_CREATE_TRIES} tries")
 
 
@@ -217,7 +217,9 @@ async def _wait_done(stack: Stack, plan: BenchPlan, clock: Clock, log: RunLog, r
             log.timed_out = True
             say(_progress_line(clock, log, runner, total))
             busy = runner.tracker.busy_queues()
-            say(f"timed out after {timeout_s:.0f}s; busy queues: {', '.join(busy[:5])}{' ...' if len(busy) > 5 else ''}")
+            say(
+                f"timed out after {timeout_s:.0f}s; busy queues: {', '.join(busy[:5])}{' ...' if len(busy) > 5 else ''}"
+            )
             break
         if now >= next_progress:
             next_progress = now + PROGRESS_EVERY_S

@@ -369,7 +369,7 @@ def compute(plan: BenchPlan, log: RunLog) -> Figures:
         idle_p = sum(cohort_idle[c]["idle_pending"] for c in cohorts)
         idle_e = sum(cohort_idle[c]["idle_empty"] for c in cohorts)
         denom = nominal * window
-        pct = (lambda x: 100.0 * x / denom) if denom > 0 else (lambda x: 0.0)
+        pct = (lambda x, d=denom: 100.0 * x / d) if denom > 0 else (lambda x: 0.0)
         cq_classes[cls] = CQClassFigures(
             cpu_used=int(used),
             cpu_average_usage=int(used // window) if window > 0 else 0,

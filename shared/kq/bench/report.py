@@ -63,8 +63,8 @@ def render(figures: Figures, plan: BenchPlan, *, config: str, mode_detail: str =
     cohorts = len(plan.cohorts)
     lines = [
         f"kq bench {config}  ({f.mode}{', ' + mode_detail if mode_detail else ''})",
-        f"  {len(plan.queues)} ClusterQueues in {cohorts} cohorts; workloads: {f.expected} planned, {f.created} created, "
-        f"{f.admitted} admitted, {f.finished} finished{'  (TIMED OUT)' if f.timed_out else ''}",
+        f"  {len(plan.queues)} ClusterQueues in {cohorts} cohorts; workloads: {f.expected} planned, "
+        f"{f.created} created, {f.admitted} admitted, {f.finished} finished{'  (TIMED OUT)' if f.timed_out else ''}",
         "",
         f"  {'':34}{'kq':>14}{'Kueue':>14}{'physical limit':>17}",
     ]
@@ -101,7 +101,9 @@ def render(figures: Figures, plan: BenchPlan, *, config: str, mode_detail: str =
         lines.append(f"  peak memory (all processes): {_bytes(f.max_rss_bytes)}")
         lines.append(f"  per process (peak RSS / cpu): {per}")
     if f.runner is not None:
-        lines.append(f"  {f.runner.name}: {_bytes(f.runner.max_rss_bytes)} peak RSS / {f.runner.cpu_ms / 1000:.1f} s cpu")
+        lines.append(
+            f"  {f.runner.name}: {_bytes(f.runner.max_rss_bytes)} peak RSS / {f.runner.cpu_ms / 1000:.1f} s cpu"
+        )
     if ref is not None:
         lines.append("  Kueue: means of its calibration runs; its client writes to the API server at ~42 workloads/s")
     return "\n".join(lines)

@@ -16,14 +16,25 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import msgspec
 
 from kq.api.meta import Condition, parse_time
 from kq.bench.generate import BenchPlan
 from kq.bench.metrics import CompletionTracker, CQReport, RunLog, WorkloadSeen
-from kq.kube import Conflict, Gone, KubeClient, KubeError, NotFound, ServerError, StreamBroken, Throttled, Unreachable
+from kq.kube import (
+    Conflict,
+    Gone,
+    KubeClient,
+    KubeError,
+    NotFound,
+    ServerError,
+    StreamBroken,
+    Throttled,
+    Unreachable,
+    retry_delay,
+)
 
 FINISH_REASON = "ByTest"
 FINISH_MESSAGE = "By test runner"
@@ -102,7 +113,7 @@ def _first_total(flavors: tuple[_FlavorUsage, ...]) -> int:
 
 
 def _rfc3339_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Clock:
@@ -224,7 +235,7 @@ class Runner:
                 except NotFound:
                     return
                 except Throttled as e:
-                    await asyncio.sleep(e.retry_after)
+                    await asyncio.sleep(retry_delay(e, 0.0))
                     continue
                 except (Unreachable, ServerError):
                     await asyncio.sleep(_RETRY_S)

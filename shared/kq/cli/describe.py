@@ -83,13 +83,16 @@ def describe_workload(wl: Any, cluster: str, history: Sequence[HistoryEntry], no
     out += [f"  {ps.name}: {_requests(ps)}" for ps in spec.pod_sets] or ["  <none>"]
     out.append("Conditions:")
     if status.conditions:
-        rows = [(x.type, x.status, x.reason, age(x.last_transition_time, now), x.message) for x in status.conditions]
-        out += ["  " + ln for ln in render(Table(("TYPE", "STATUS", "REASON", "AGE", "MESSAGE"), rows)).splitlines()]
+        conditions: list[tuple[str, ...]] = [
+            (x.type, x.status, x.reason, age(x.last_transition_time, now), x.message) for x in status.conditions
+        ]
+        table = Table(("TYPE", "STATUS", "REASON", "AGE", "MESSAGE"), conditions)
+        out += ["  " + ln for ln in render(table).splitlines()]
     else:
         out.append("  <none>")
     out.append("Decisions:")
     if history:
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for h in history:
             if h.decision is None:
                 rows.append(("", "<unreadable>", h.error))

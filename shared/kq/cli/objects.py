@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import IO, Any
 
 import msgspec
@@ -24,9 +24,9 @@ from kq.cli.apply import (
     read_sources,
 )
 from kq.cli.describe import describe_workload
+from kq.cli.tables import render
 from kq.cli.target import Target, resolve
 from kq.cli.views import table_for
-from kq.cli.tables import render
 from kq.kube import KubeClient
 from kq.mirror import MirrorView, ObjectRecord
 
@@ -120,7 +120,7 @@ async def cmd_get(args: argparse.Namespace, io: Streams) -> int:
     recs = _selected(view, target.cluster, info, ns)
     failed = False
     if args.names:
-        by_name = {}
+        by_name: dict[str, Any] = {}
         for r in recs:
             by_name.setdefault(r.name, r)
         picked = []
@@ -141,7 +141,7 @@ async def cmd_get(args: argparse.Namespace, io: Streams) -> int:
                   file=io.out)
     elif recs:
         objs = [view.typed(r.key) for r in recs]
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         io.out.write(render(table_for(info.token, objs, now, all_namespaces=info.namespaced and ns is None)))
     if not recs and not args.names:
         where = f" in {ns} namespace" if ns else ""
@@ -169,6 +169,8 @@ def find_workload(view: MirrorView, cluster: str, namespace: str, name: str) -> 
             return view.typed(r.key)
     for r in recs:
         wl = view.typed(r.key)
+        if wl is None:
+            continue
         owner = wl.metadata.controller_ref()
         if owner is not None and owner.kind in ("Job", "JobSet") and owner.name == name:
             return wl
@@ -188,7 +190,7 @@ async def cmd_describe(args: argparse.Namespace, io: Streams) -> int:
             print(_not_found(info, f"{ns}/{name}"), file=io.err)
             return 1
         history = await busread.history(bus, target.cluster, "workload", ns, wl.metadata.name)
-    io.out.write(describe_workload(wl, target.cluster, history, datetime.now(timezone.utc)))
+    io.out.write(describe_workload(wl, target.cluster, history, datetime.now(UTC)))
     return 0
 
 

@@ -4,32 +4,26 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from kq.cli.busread import BusReadError, connected
 from kq.cli.objects import Streams
 from kq.cli.tables import Table, render
 from kq.cli.target import stack_dir
+from kq.config import ConfigError, KueueConfig, load_kueue_config, unused_fields
+from kq.installed import installed_services
 from kq.stack import Stack, StackError, StateError, is_alive, read_state, stop_stack
 from kq.stack.health import instance_status
 
 
-def _kueue_config(path: str | None) -> dict[str, Any] | None:
-    """A Kueue Configuration file (v1beta2 names); only the parts kq implements are read."""
+def _kueue_config(path: str | None) -> KueueConfig | None:
+    """Kueue's Configuration file (v1beta2 or v1beta1): every field Kueue documents is accepted;
+    an unknown field or a bad value is refused, naming it."""
     if not path:
         return None
     try:
-        raw = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as e:
-        raise StackError(f"--kueue-config {path}: {e}") from None
-    if raw is None:
-        return None
-    if not isinstance(raw, dict):
-        raise StackError(f"--kueue-config {path}: expected a mapping")
-    # A full Configuration object (apiVersion/kind) or just its fields.
-    return {k: v for k, v in raw.items() if k not in ("apiVersion", "kind")}
+        return load_kueue_config(path)
+    except ConfigError as e:
+        raise StackError(f"--kueue-config {e}") from None
 
 
 def _replicas(specs: list[str]) -> dict[str, int]:
@@ -49,7 +43,10 @@ async def cmd_up(args: argparse.Namespace, io: Streams) -> int:
     def say(line: str) -> None:
         print(line, file=io.out, flush=True)
 
-    stack = Stack(d, kueue_config=_kueue_config(args.kueue_config), detach=True, timeout_s=args.timeout,
+    kueue = _kueue_config(args.kueue_config)
+    if kueue is not None and (unused := unused_fields(kueue, installed_services())):
+        say(f"kueue configuration: kq does not use {', '.join(unused)}")
+    stack = Stack(d, kueue_config=kueue, detach=True, timeout_s=args.timeout,
                   progress=say, log_level=args.log_level, replicas=replicas,
                   kubesim_args=("--sleep-scale", str(args.sleep_scale)))
     unknown = sorted(set(replicas) - set(stack.services))

@@ -17,7 +17,7 @@ NONE = "<none>"
 
 class Table(NamedTuple):
     headers: tuple[str, ...]
-    rows: list[tuple[str, ...]]
+    rows: Sequence[tuple[str, ...]]
 
 
 def render(table: Table) -> str:
@@ -36,7 +36,7 @@ def render(table: Table) -> str:
 
 def with_namespace(table: Table, namespaces: Sequence[str]) -> Table:
     """kubectl -A: a NAMESPACE column first."""
-    return Table(("NAMESPACE", *table.headers), [(ns, *row) for ns, row in zip(namespaces, table.rows)])
+    return Table(("NAMESPACE", *table.headers), [(ns, *row) for ns, row in zip(namespaces, table.rows, strict=False)])
 
 
 def human_duration(seconds: float) -> str:

@@ -1,10 +1,11 @@
 """The one runtime every kq service uses: bus, streams, consumers and ack policy, replay,
-leases, health, and the process lifecycle (run_service)."""
+leases, health, bounded keyed work, and the process lifecycle (run_service)."""
 
 from kq.runtime.bus import Bus, OutMsg, encode_payload
 from kq.runtime.consume import consume, consume_batches
 from kq.runtime.delivery import Delivery
 from kq.runtime.errors import DeadLetter, PermanentError, TemporaryError, dead_letter_decoder
+from kq.runtime.executor import KeyedExecutor, Place
 from kq.runtime.health import HealthStatus, wait_healthy
 from kq.runtime.lease import Lease, lead
 from kq.runtime.replay import Replay
@@ -16,9 +17,11 @@ __all__ = [
     "DeadLetter",
     "Delivery",
     "HealthStatus",
+    "KeyedExecutor",
     "Lease",
     "OutMsg",
     "PermanentError",
+    "Place",
     "Replay",
     "TemporaryError",
     "consume",

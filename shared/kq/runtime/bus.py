@@ -9,8 +9,9 @@ context rides along in the headers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -21,6 +22,7 @@ from nats.js import JetStreamContext
 from nats.js.api import PubAck
 from opentelemetry.trace import NoOpTracerProvider, Tracer, TracerProvider
 
+from kq.clock import SYSTEM_CLOCK, Clock
 from kq.config import NatsConfig
 from kq.obs import get_logger, inject_context
 from kq.runtime import consume as _consume
@@ -59,7 +61,7 @@ def schedule_time(at: datetime) -> str:
     """RFC 3339 UTC with milliseconds, as Nats-Schedule `@at` wants it."""
     if at.tzinfo is None:
         raise ValueError("schedule time must be timezone-aware")
-    return at.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
 
 
 class Bus:
@@ -73,8 +75,10 @@ class Bus:
         tracer_provider: TracerProvider | None = None,
         publish_timeout_s: float = 5.0,
         publish_attempts: int = 4,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.nc = nc
+        self.clock = clock  # every timed wait of this process's bus code (retries, backoff)
         self.js: JetStreamContext = nc.jetstream(timeout=publish_timeout_s)
         self.config = config
         self.name = name
@@ -118,7 +122,7 @@ class Bus:
                     config.url,
                     name=f"{name}-{instance}",
                     connect_timeout=2,
-                    reconnect_time_wait=0.5,
+                    reconnect_time_wait=0.5,  # type: ignore[arg-type]  # annotated int, but slept on: 0.5s is meant
                     max_reconnect_attempts=-1,
                     allow_reconnect=True,
                     error_cb=on_error,
@@ -127,11 +131,9 @@ class Bus:
                 ),
                 timeout=connect_timeout_s,
             )
-        except (asyncio.TimeoutError, nats.errors.Error, OSError) as e:
-            try:
+        except (TimeoutError, nats.errors.Error, OSError) as e:
+            with contextlib.suppress(Exception):
                 await nc.close()
-            except Exception:
-                pass
             raise ConnectionError(f"cannot connect to NATS at {config.url} within {connect_timeout_s}s: {e!r}") from e
         connected = True
         return cls(nc, config, name, instance=instance, tracer_provider=tracer_provider)
@@ -178,7 +180,7 @@ class Bus:
                 if attempt == self.publish_attempts:
                     raise
                 self.log.warning("publish retry", subject=subject, attempt=attempt, error=repr(e))
-                await asyncio.sleep(delay)
+                await self.clock.sleep(delay)
                 delay = min(delay * 3, 2.0)
         raise AssertionError("unreachable")
 
@@ -201,7 +203,7 @@ class Bus:
         for f in not_done:
             f.cancel()
         acks: list[PubAck] = []
-        for m, f in zip(items, futures):
+        for m, f in zip(items, futures, strict=False):
             if f in done and not f.cancelled() and f.exception() is None:
                 acks.append(f.result())
                 continue

@@ -9,19 +9,19 @@ the message is nak'ed, so nothing is dropped silently.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from nats.js import api
 from opentelemetry.trace import Link, get_current_span
 
 from kq import subjects
+from kq.clock import SYSTEM_CLOCK, Clock, rfc3339_millis
 from kq.obs import consumer_span, extract_context
 from kq.runtime.delivery import Delivery
 from kq.runtime.errors import Action, DeadLetter, Outcome, classify
+from kq.runtime.executor import KeyedExecutor
 from kq.runtime.pull import ConsumerGone, PullStream, create_consumer
 
 if TYPE_CHECKING:
@@ -60,8 +60,8 @@ def durable_config(
     )
 
 
-def now_rfc3339() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def now_rfc3339(clock: Clock = SYSTEM_CLOCK) -> str:
+    return rfc3339_millis(clock.now())
 
 
 async def settle(bus: Bus, d: Delivery, outcome: Outcome) -> None:
@@ -83,7 +83,7 @@ async def settle(bus: Bus, d: Delivery, outcome: Outcome) -> None:
         deliveries=d.deliveries,
         error_type=outcome.error_type,
         error=outcome.error,
-        at=now_rfc3339(),
+        at=now_rfc3339(bus.clock),
         headers=dict(d.headers),
         data=d.data,
     )
@@ -166,7 +166,7 @@ async def _pull_loop(
     stream: str,
     cfg: api.ConsumerConfig,
     batch: int,
-    process: Callable[[list[Delivery]], Awaitable[None]],
+    process: Callable[[list[Delivery]], Coroutine[Any, Any, None]],
     inflight: _Inflight,
     pipeline: int = 1,
 ) -> None:
@@ -179,8 +179,7 @@ async def _pull_loop(
         await create_consumer(bus.js, stream, cfg)
         pull = PullStream(bus.nc, stream, durable, batch=batch)
         await pull.start()
-        running: set[asyncio.Task[None]] = set()
-        slots = asyncio.Semaphore(max(1, pipeline))
+        batches: KeyedExecutor[None] = KeyedExecutor(pipeline)
         try:
             while True:
                 if pipeline <= 1:
@@ -188,26 +187,17 @@ async def _pull_loop(
                     inflight.add(deliveries)
                     await process(deliveries)
                     continue
-                await slots.acquire()
-                for t in [t for t in running if t.done()]:
-                    running.discard(t)
-                    t.result()  # a failed process() ends the loop as it would unpipelined
-                try:
-                    deliveries = await pull.get(batch)
-                except BaseException:
-                    slots.release()
-                    raise
+                # Room first, then pull: nothing is taken (its ack wait running) that cannot start.
+                # A failed process() ends the loop here, as it would unpipelined.
+                await batches.room()
+                deliveries = await pull.get(batch)
                 inflight.add(deliveries)
-                task = asyncio.create_task(process(deliveries))
-                running.add(task)
-                task.add_done_callback(lambda _t: slots.release())
+                batches.start(process(deliveries))
         except ConsumerGone as e:
             bus.log.warning("consumer gone; re-creating", consumer=durable, stream=stream, reason=str(e))
-            await asyncio.sleep(0.5)
+            await bus.clock.sleep(0.5)
         finally:
-            for t in running:
-                t.cancel()
-            await asyncio.gather(*running, return_exceptions=True)
+            await batches.close()
             await pull.stop(nak_buffered=True)
             await inflight.release_all(bus)
 
@@ -233,15 +223,9 @@ async def consume(
     cfg = durable_config(durable, _filters(filter_subjects), max_ack_pending=max_ack_pending,
                          ack_wait=ack_wait, deliver=deliver)
     span_name = f"consume {stream}/{durable}"
-    sem = asyncio.Semaphore(concurrency)
     inflight = _Inflight()
-    running: set[asyncio.Task[None]] = set()
-
-    async def guarded(d: Delivery) -> None:
-        try:
-            await _handle_one(bus, d, handler, span_name, max_deliver, inflight)
-        finally:
-            sem.release()
+    # _handle_one settles every outcome itself; an error escaping it does not end the consumer.
+    messages: KeyedExecutor[None] = KeyedExecutor(concurrency, raise_failures=False)
 
     async def process(deliveries: list[Delivery]) -> None:
         if concurrency == 1:
@@ -249,17 +233,13 @@ async def consume(
                 await _handle_one(bus, d, handler, span_name, max_deliver, inflight)
             return
         for d in deliveries:
-            await sem.acquire()
-            t = asyncio.create_task(guarded(d))
-            running.add(t)
-            t.add_done_callback(running.discard)
+            await messages.room()
+            messages.start(_handle_one(bus, d, handler, span_name, max_deliver, inflight))
 
     try:
         await _pull_loop(bus, durable, stream, cfg, batch, process, inflight)
     finally:
-        for t in list(running):
-            t.cancel()
-        await asyncio.gather(*running, return_exceptions=True)
+        await messages.close()
         await inflight.release_all(bus)
 
 
@@ -297,7 +277,7 @@ async def consume_batches(
                     raise RuntimeError(f"batch handler returned {len(results)} outcomes for {len(deliveries)} messages")
             except Exception as e:
                 results = [e] * len(deliveries)
-            for d, exc in zip(deliveries, results):
+            for d, exc in zip(deliveries, results, strict=False):
                 outcome = classify(exc, deliveries=d.deliveries, max_deliver=max_deliver)
                 if outcome.action is not Action.ACK:
                     _log_outcome(bus, d, exc, outcome)

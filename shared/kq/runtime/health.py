@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -47,10 +48,8 @@ class HealthResponder:
 
     async def stop(self) -> None:
         if self._sub is not None:
-            try:
+            with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()
-            except Exception:
-                pass
             self._sub = None
 
 
@@ -70,7 +69,7 @@ async def wait_healthy(nc: Client, service: str, timeout: float = 10.0, *, statu
             if st.status == status:
                 return st
             last = st
-        except (nats.errors.NoRespondersError, nats.errors.TimeoutError, asyncio.TimeoutError) as e:
+        except (TimeoutError, nats.errors.NoRespondersError, nats.errors.TimeoutError) as e:
             last = f"no answer ({type(e).__name__})"
         if time.monotonic() >= deadline:
             raise TimeoutError(f"{service} not {status} within {timeout}s; last seen: {last}")

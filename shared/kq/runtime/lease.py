@@ -17,16 +17,17 @@ subjects ourselves; the values stay readable with the ordinary KV API.
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, TypeVar
+import contextlib
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 import nats.errors
 from nats.js.errors import APIError, NotFoundError
 
 from kq import subjects
+from kq.clock import SYSTEM_CLOCK, Clock
 from kq.runtime.streams import LEASE_BUCKET_MAX_AGE_S, LEASE_PREFIX, LEASE_STREAM
 
 if TYPE_CHECKING:
@@ -52,6 +53,31 @@ _decoder = msgspec.json.Decoder(LeaseValue)
 _encoder = msgspec.json.Encoder()
 
 
+class LeaseWindow:
+    """How long a lease we wrote stays ours, on the monotonic clock: a write sent at `t` holds
+    until t + ttl - margin (we stop deciding a little before the server expires the key)."""
+
+    def __init__(self, ttl: float, renew_interval: float) -> None:
+        self.ttl = ttl
+        self.renew_interval = renew_interval
+        self.margin = min(0.5, ttl / 10)
+        self.valid_until = 0.0
+
+    def written(self, sent_at: float) -> None:
+        self.valid_until = sent_at + self.ttl - self.margin
+
+    def valid(self, now: float) -> bool:
+        return now < self.valid_until
+
+    def next_renewal_in(self, now: float) -> float:
+        """Wait before the next renewal: the interval, or sooner when the window closes before it
+        (half the time left, so a failed attempt leaves room for another)."""
+        wait = self.renew_interval
+        if now + wait > self.valid_until:
+            wait = max(0.05, min(wait, self.valid_until - now) / 2)
+        return wait
+
+
 class Lease:
     def __init__(
         self,
@@ -63,6 +89,7 @@ class Lease:
         *,
         renew_interval: float | None = None,
         poll_interval: float | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if not isinstance(ttl, int) or ttl < 1 or ttl * 2 > LEASE_BUCKET_MAX_AGE_S:
             raise ValueError(f"lease ttl must be whole seconds in [1, {int(LEASE_BUCKET_MAX_AGE_S // 2)}], got {ttl!r}")
@@ -75,16 +102,16 @@ class Lease:
         self.subject = LEASE_PREFIX + self.key
         self.renew_interval = renew_interval if renew_interval is not None else ttl / 3
         self.poll_interval = poll_interval if poll_interval is not None else max(0.1, ttl / 5)
-        self._margin = min(0.5, ttl / 10)  # stop deciding a little before the server expires us
+        self.clock = clock
+        self.window = LeaseWindow(ttl, self.renew_interval)
         self.epoch: int | None = None
         self.revision = 0
-        self._valid_until = 0.0
         self.lost = asyncio.Event()
 
     # -- state -------------------------------------------------------------------------------
 
     def is_held(self) -> bool:
-        return self.epoch is not None and not self.lost.is_set() and time.monotonic() < self._valid_until
+        return self.epoch is not None and not self.lost.is_set() and self.window.valid(self.clock.monotonic())
 
     async def current(self) -> tuple[int, LeaseValue] | None:
         """The current holder's (revision, value), or None when the lease is free."""
@@ -103,7 +130,7 @@ class Lease:
         return int(raw.seq or 0), _decoder.decode(raw.data)
 
     def _value(self, epoch: int) -> bytes:
-        now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        now = datetime.fromtimestamp(self.clock.now(), UTC).isoformat(timespec="milliseconds")
         return _encoder.encode(LeaseValue(holder=self.holder, service=self.service, partition=self.partition,
                                           epoch=epoch, renewed_at=now))
 
@@ -124,36 +151,36 @@ class Lease:
         last, value = await self._last()
         if value is not None:
             return False
-        sent = time.monotonic()
+        sent = self.clock.monotonic()
         rev = await self._write(last, 0)
         if rev is None:
             return False
         self.epoch = rev
         self.revision = rev
-        self._valid_until = sent + self.ttl - self._margin
+        self.window.written(sent)
         self.lost.clear()
         return True
 
     async def acquire(self, timeout: float | None = None) -> int:
         """Wait until this holder has the lease (standby polling); returns the epoch."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else self.clock.monotonic() + timeout
         while True:
             try:
                 if await self.try_acquire():
                     assert self.epoch is not None
                     return self.epoch
-            except (nats.errors.TimeoutError, nats.errors.ConnectionReconnectingError, asyncio.TimeoutError):
+            except (TimeoutError, nats.errors.TimeoutError, nats.errors.ConnectionReconnectingError):
                 pass
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline is not None and self.clock.monotonic() > deadline:
                 held = await self.current()
                 raise TimeoutError(f"lease {self.key} not acquired within {timeout}s; held by {held}")
-            await asyncio.sleep(self.poll_interval)
+            await self.clock.sleep(self.poll_interval)
 
     async def renew(self) -> bool:
         """Extend the lease; False (and `lost` set) when it is gone."""
         if self.epoch is None or self.lost.is_set():
             return False
-        sent = time.monotonic()
+        sent = self.clock.monotonic()
         try:
             rev = await self._write(self.revision, self.epoch)
             if rev is None:
@@ -162,16 +189,16 @@ class Lease:
                 if value is not None and value.holder == self.holder and value.epoch == self.epoch:
                     self.revision = last
                     rev = await self._write(self.revision, self.epoch)
-        except (nats.errors.Error, asyncio.TimeoutError):
+        except (TimeoutError, nats.errors.Error):
             rev = -1  # unknown: maybe applied; we keep trying until our TTL would have run out
         if rev is None:
             self._lose("another holder wrote the lease")
             return False
         if rev > 0:
             self.revision = rev
-            self._valid_until = sent + self.ttl - self._margin
+            self.window.written(sent)
             return True
-        if time.monotonic() >= self._valid_until:
+        if not self.window.valid(self.clock.monotonic()):
             self._lose("no successful renewal within the TTL")
             return False
         return True
@@ -184,11 +211,8 @@ class Lease:
     async def keep_alive(self) -> None:
         """Renew until the lease is lost (then return, with `lost` set)."""
         while not self.lost.is_set():
-            wait = self.renew_interval
-            if self.revision and time.monotonic() + wait > self._valid_until:
-                wait = max(0.05, min(wait, self._valid_until - time.monotonic()) / 2)
-            await asyncio.sleep(wait)
-            if not await self.renew() or time.monotonic() >= self._valid_until:
+            await self.clock.sleep(self.window.next_renewal_in(self.clock.monotonic()))
+            if not await self.renew() or not self.window.valid(self.clock.monotonic()):
                 self._lose("lease expired before renewal")
                 return
 
@@ -198,15 +222,13 @@ class Lease:
             return
         if not self.lost.is_set():
             headers = {_EXPECTED_LAST_SUBJECT_SEQ: str(self.revision), _KV_OP: "DEL"}
-            try:
+            with contextlib.suppress(APIError, nats.errors.Error):  # someone else has it already, or it will expire
                 await self._bus.js.publish(self.subject, b"", headers=headers)
-            except (APIError, nats.errors.Error):
-                pass  # someone else has it already, or it will expire
         self.lost.set()
         self.epoch = None
 
 
-async def lead(lease: Lease, work: Callable[[int], Awaitable[T]]) -> T:
+async def lead(lease: Lease, work: Callable[[int], Coroutine[Any, Any, T]]) -> T:
     """Hold the lease and run work(epoch) while it is held; if the lease is lost, cancel the
     work, wait to acquire again (hot standby), and start it anew with the new epoch.
     Returns when work returns (releasing the lease)."""

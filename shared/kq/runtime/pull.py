@@ -10,12 +10,14 @@ holds our requests; when they stop (reconnect, server restart) we ask afresh.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 
 import nats.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, NotFoundError
 
@@ -30,7 +32,9 @@ class ConsumerGone(Exception):
     """The consumer was deleted or no longer answers; the caller re-creates it."""
 
 
-async def create_consumer(js: JetStreamContext, stream: str, cfg: api.ConsumerConfig, timeout_s: float = 60.0) -> api.ConsumerInfo:
+async def create_consumer(
+    js: JetStreamContext, stream: str, cfg: api.ConsumerConfig, timeout_s: float = 60.0
+) -> api.ConsumerInfo:
     """Create or update a consumer, waiting out a JetStream that is not answering yet
     (restart, leader election); a refused configuration or a missing stream fails at once."""
     deadline = time.monotonic() + timeout_s
@@ -39,8 +43,10 @@ async def create_consumer(js: JetStreamContext, stream: str, cfg: api.ConsumerCo
         try:
             return await js.add_consumer(stream, cfg)
         except (BadRequestError, NotFoundError) as e:
-            raise RuntimeError(f"cannot create consumer {stream}/{cfg.name}: {e.description} (code {e.err_code})") from e
-        except (nats.errors.Error, asyncio.TimeoutError):
+            raise RuntimeError(
+                f"cannot create consumer {stream}/{cfg.name}: {e.description} (code {e.err_code})"
+            ) from e
+        except (TimeoutError, nats.errors.Error):
             if time.monotonic() > deadline:
                 raise
             await asyncio.sleep(delay)
@@ -73,7 +79,7 @@ class PullStream:
         self._last_activity = time.monotonic()
         self._wake = asyncio.Event()
         self._inbox = ""
-        self._sub = None
+        self._sub: Subscription | None = None
         self._pump_task: asyncio.Task[None] | None = None
         self._gone: ConsumerGone | None = None  # seen behind messages already handed out
 
@@ -87,17 +93,13 @@ class PullStream:
         out are released at once instead of waiting out their ack wait."""
         if self._pump_task is not None:
             self._pump_task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._pump_task
-            except (asyncio.CancelledError, Exception):
-                pass
         if self._sub is not None:
-            try:
-                # Drain, not unsubscribe: messages the server already sent to our inbox are
-                # received (and released below) instead of dropped to wait out their ack wait.
-                await self._sub.drain()
-            except Exception:  # connection already closed
-                pass
+            # Drain, not unsubscribe: messages the server already sent to our inbox are
+            # received (and released below) instead of dropped to wait out their ack wait.
+            with contextlib.suppress(Exception):  # connection already closed
+                await self._sub.drain()  # type: ignore[no-untyped-call]  # nats-py leaves drain unannotated
         while not self._queue.empty():
             item = self._queue.get_nowait()
             if nak_buffered and isinstance(item, Msg) and item.reply and not self._nc.is_closed:
@@ -163,7 +165,7 @@ class PullStream:
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout=min(1.0, self._heartbeat_s))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if self._outstanding > 0 and time.monotonic() - self._last_activity > 2 * self._heartbeat_s:
                     self._outstanding = 0  # the server lost our requests (reconnect/restart)
 

@@ -12,8 +12,9 @@ stream's last sequence at the start, or at once if nothing matched.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from nats.js import api
 from nats.nuid import NUID
@@ -107,13 +108,13 @@ class Replay:
                         if d.pending == 0 or d.stream_seq >= start_last:
                             self.caught_up.set()
             except (ConsumerGone, _Gap) as e:
-                self._bus.log.warning("replay consumer reset", stream=self.stream, reason=str(e), after_seq=self.last_seq)
+                self._bus.log.warning(
+                    "replay consumer reset", stream=self.stream, reason=str(e), after_seq=self.last_seq
+                )
             finally:
                 await pull.stop(nak_buffered=False)
-                try:
+                with contextlib.suppress(Exception):  # already gone, or the connection is closing
                     await js.delete_consumer(self.stream, cfg.name or "")
-                except Exception:
-                    pass  # already gone, or the connection is closing
 
     async def _handle(self, d: Delivery) -> None:
         """Ordered: a temporary failure is retried in place; a permanent one is dead-lettered and skipped."""
@@ -128,7 +129,7 @@ class Replay:
                     outcome = classify(e)
                     if outcome.action is Action.NAK:
                         self._bus.log.warning("replay handler will retry", subject=d.subject, error=outcome.error)
-                        await asyncio.sleep(outcome.delay_s)
+                        await self._bus.clock.sleep(outcome.delay_s)
                         continue
                     self._bus.log.error(
                         "replay handler failed; dead-lettered and skipped",
@@ -142,7 +143,7 @@ class Replay:
         bus = self._bus
         letter = DeadLetter(
             service=bus.name, instance=bus.instance, consumer="replay", stream=d.stream, stream_seq=d.stream_seq,
-            subject=d.subject, deliveries=d.deliveries, error_type=error_type, error=error, at=now_rfc3339(),
+            subject=d.subject, deliveries=d.deliveries, error_type=error_type, error=error, at=now_rfc3339(bus.clock),
             headers=dict(d.headers), data=d.data,
         )
         await bus.publish(subjects.dead_letter_subject(bus.name), letter,
@@ -157,17 +158,15 @@ class Replay:
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
 
     async def wait_caught_up(self, timeout: float | None = None) -> None:
         """Wait for caught_up; raises the replay's own error if it failed first."""
         waiter = asyncio.create_task(self.caught_up.wait())
-        waits: set[asyncio.Future[object]] = {waiter}  # type: ignore[arg-type]
+        waits: set[asyncio.Future[Any]] = {waiter}
         if self._task is not None:
-            waits.add(self._task)  # type: ignore[arg-type]
+            waits.add(self._task)
         try:
             done, _ = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:

@@ -16,18 +16,20 @@ from __future__ import annotations
 import asyncio
 import signal
 import sys
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timezone
+from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
+from typing import Any
 
 from opentelemetry.trace import TracerProvider
 
-from kq.config import Config, ConfigError, load_config
+from kq.config import Config, ConfigError, load_config, unused_fields
+from kq.installed import installed_services
 from kq.obs import ObservabilityError, get_logger, setup_observability
 from kq.runtime import eventloop
 from kq.runtime.bus import Bus
 from kq.runtime.health import HealthResponder
 
-Main = Callable[[Bus, Config], Awaitable[None]]
+Main = Callable[[Bus, Config], Coroutine[Any, Any, None]]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -52,7 +54,7 @@ async def serve(
     log = get_logger("kq.service", service=name, instance=config.instance)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    installed: list[int] = []
+    installed: list[signal.Signals] = []
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
             loop.add_signal_handler(sig, stop.set)
@@ -60,13 +62,15 @@ async def serve(
         except (NotImplementedError, RuntimeError, ValueError):  # not the main thread
             pass
     bus = await Bus.connect(config.nats, name, instance=config.instance, tracer_provider=tracer_provider)
-    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     health = HealthResponder(bus.nc, name, config.instance, started_at, lambda: bus.status)
     code = EXIT_OK
     try:
         await bus.ensure_streams()
         await health.start()
         log.info("service started", nats=config.nats.url)
+        if unused := unused_fields(config.kueue, installed_services()):
+            log.info("kueue configuration fields kq does not use", fields=unused)
 
         async def until_stopped() -> None:
             await stop.wait()
@@ -90,7 +94,7 @@ async def serve(
         await health.stop()
         try:
             await asyncio.wait_for(bus.close(), timeout=shutdown_timeout_s)
-        except (asyncio.TimeoutError, Exception) as e:
+        except (TimeoutError, Exception) as e:
             log.warning("drain did not finish cleanly", error=repr(e))
         for sig in installed:
             loop.remove_signal_handler(sig)

@@ -16,6 +16,8 @@ KQ_OBJECTS allows per-message TTL so tombstones may carry `Nats-TTL`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from typing import Any
 
 from nats.js import JetStreamContext, api
 from nats.js.errors import APIError, NotFoundError
@@ -43,7 +45,7 @@ class StreamSetupError(RuntimeError):
 
 
 def stream_configs(config: NatsConfig) -> list[api.StreamConfig]:
-    common = {
+    common: dict[str, Any] = {
         "storage": api.StorageType.FILE,
         "num_replicas": config.stream_replicas,
         "duplicate_window": config.duplicate_window_s,
@@ -153,8 +155,6 @@ async def delete_all_streams(js: JetStreamContext) -> list[str]:
     """Delete every stream (KV buckets included). For tests and `kq` dev tooling only."""
     names = [si.config.name for si in await js.streams_info() if si.config.name]
     for name in sorted(names):
-        try:
+        with contextlib.suppress(NotFoundError):
             await js.delete_stream(name)
-        except NotFoundError:
-            pass
     return sorted(names)

@@ -10,6 +10,7 @@ GET /kubesim/state.
 from __future__ import annotations
 
 import base64
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -164,10 +165,8 @@ class StepRunner:
         """A Secret <worker>-kubeconfig (key kubeconfig) in the manager's kq namespace per worker."""
         client = self.clients[manager]
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KQ_NAMESPACE}}
-        try:
+        with contextlib.suppress(AlreadyExists):
             await client.create("Namespace", None, namespace)
-        except AlreadyExists:
-            pass
         for worker in sorted(kubeconfigs):
             name = f"{worker}-kubeconfig"
             data = {"kubeconfig": base64.b64encode(kubeconfigs[worker].encode()).decode()}

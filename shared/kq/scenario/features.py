@@ -44,7 +44,9 @@ def config_uses(config: Mapping[str, Any]) -> Iterator[FeatureUse]:
 def object_uses(body: Mapping[str, Any], path: str) -> Iterator[FeatureUse]:
     """Feature uses inside one object document."""
     kind = body.get("kind")
-    spec = body.get("spec") if isinstance(body.get("spec"), Mapping) else {}
+    spec = body.get("spec")
+    if not isinstance(spec, Mapping):
+        spec = {}
     if kind == "Topology":
         yield FeatureUse("topologyAwareScheduling", path, "kind Topology")
     elif kind in ("MultiKueueConfig", "MultiKueueCluster"):

@@ -16,12 +16,12 @@ from typing import Any, TypeVar
 
 import msgspec
 import yaml
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType
 
 from kq.api import InputError, LoadedObject, load_object
 from kq.config import KueueConfig
-from kq.scenario import features
 from kq.quantity import parse_quantity
+from kq.scenario import features
 from kq.scenario.model import (
     TOP_LEVEL_KEYS,
     Action,
@@ -419,7 +419,7 @@ class _Loader:
         doc = self.convert(raw, WorkloadExpectFile, path)
         if doc is None:
             return None
-        topology = UNSET
+        topology: dict[str, tuple[TopologyDomain, ...]] | UnsetType = UNSET
         if doc.topology is not UNSET:
             topology = {
                 ps: tuple(sorted(TopologyDomain(values=tuple(d.values), count=d.count) for d in doms))

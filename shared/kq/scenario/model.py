@@ -8,7 +8,7 @@ validated by kq.api), which are all the rest of the package sees.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -21,7 +21,7 @@ PreemptionReason = Literal[
 ]
 NonNegative = Annotated[int, Meta(ge=0)]
 # A quantity as written in YAML: "6", 6, "500m", 1.5. Normalised to a string by load.py.
-QuantityValue = Union[str, int, float]
+QuantityValue = str | int | float
 
 
 class _File(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, rename="camel"):
@@ -75,10 +75,10 @@ class TopologyDomainFile(_File, frozen=True, kw_only=True):
 class WorkloadExpectFile(_File, frozen=True, kw_only=True):
     state: WorkloadState | UnsetType = UNSET
     succeeded: bool | UnsetType = UNSET
-    cluster_queue: str | None | UnsetType = UNSET
+    cluster_queue: str | UnsetType | None = UNSET
     flavors: dict[str, dict[str, str]] | UnsetType = UNSET
     topology: dict[str, list[TopologyDomainFile]] | UnsetType = UNSET
-    cluster: str | None | UnsetType = UNSET
+    cluster: str | UnsetType | None = UNSET
     nominated_clusters: list[str] | UnsetType = UNSET
     preempted: bool | UnsetType = UNSET
     preemption_reason: PreemptionReason | UnsetType = UNSET
@@ -162,7 +162,7 @@ class PatchStatusAction(_Resolved, frozen=True, kw_only=True, tag="patchStatus")
     status: dict[str, Any]
 
 
-Action = Union[ApplyAction, DeleteAction, FinishAction, PodsAction, ConnectionAction, PatchStatusAction]
+Action = ApplyAction | DeleteAction | FinishAction | PodsAction | ConnectionAction | PatchStatusAction
 
 
 class Step(_Resolved, frozen=True, kw_only=True):
@@ -182,10 +182,10 @@ class WorkloadExpect(_Resolved, frozen=True, kw_only=True):
 
     state: WorkloadState | UnsetType = UNSET
     succeeded: bool | UnsetType = UNSET
-    cluster_queue: str | None | UnsetType = UNSET
+    cluster_queue: str | UnsetType | None = UNSET
     flavors: dict[str, dict[str, str]] | UnsetType = UNSET
     topology: dict[str, tuple[TopologyDomain, ...]] | UnsetType = UNSET
-    cluster: str | None | UnsetType = UNSET
+    cluster: str | UnsetType | None = UNSET
     nominated_clusters: tuple[str, ...] | UnsetType = UNSET
     preempted: bool | UnsetType = UNSET
     preemption_reason: str | UnsetType = UNSET

@@ -63,8 +63,8 @@ class Observer:
                 workloads[key] = observe_workload(wl) if wl is not None else None
         cluster_queues: dict[str, ObservedClusterQueue | None] = {}
         if check.cluster_queues:
-            listed: list[ClusterQueue] = await self._list(self.manager, "ClusterQueue")
-            cqs = {cq.metadata.name: cq for cq in listed}
+            listed_cqs: list[ClusterQueue] = await self._list(self.manager, "ClusterQueue")
+            cqs = {cq.metadata.name: cq for cq in listed_cqs}
             for name in check.cluster_queues:
                 cluster_queues[name] = observe_cluster_queue(cqs[name]) if name in cqs else None
         remote: dict[str, ObservedRemote] = {}
@@ -80,8 +80,8 @@ class Observer:
                 else:
                     found.append(await self._exists(cluster, o))
             remote[cluster] = ObservedRemote(
-                present=tuple(o.label() for o, f in zip(asked, found) if f),
-                absent=tuple(o.label() for o, f in zip(asked, found) if not f),
+                present=tuple(o.label() for o, f in zip(asked, found, strict=False) if f),
+                absent=tuple(o.label() for o, f in zip(asked, found, strict=False) if not f),
             )
         return Observed(workloads=workloads, cluster_queues=cluster_queues, remote=remote)
 

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import tempfile
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
@@ -48,18 +48,17 @@ async def run_scenario(
     results: dict[int, CheckResult] = {}
     errors: list[str] = []
     try:
-        async with _workdir(workdir) as wd:
-            async with Stack(
-                wd,
-                kueue_config=scenario.kueue_config,
-                clusters=[(c.name, c.role) for c in scenario.clusters],
-                progress=reporter.progress,
-            ) as stack:
-                driver = await _Driver.open(scenario, stack, reporter, settle_timeout_s)
-                try:
-                    await driver.play(results)
-                finally:
-                    await driver.close()
+        async with _workdir(workdir) as wd, Stack(
+            wd,
+            kueue_config=scenario.kueue_config,
+            clusters=[(c.name, c.role) for c in scenario.clusters],
+            progress=reporter.progress,
+        ) as stack:
+            driver = await _Driver.open(scenario, stack, reporter, settle_timeout_s)
+            try:
+                await driver.play(results)
+            finally:
+                await driver.close()
     except StepError as e:
         errors.append(str(e))
     except Exception as e:  # noqa: BLE001 - the stack failing is reported as the run's error, not a traceback
@@ -191,7 +190,7 @@ class _Driver:
         if reasons:  # cheap test first: the API says it is busy
             return reasons
         try:
-            waiting = await self.observer.waiting_timers(datetime.now(timezone.utc))
+            waiting = await self.observer.waiting_timers(datetime.now(UTC))
         except ObserveError as e:
             waiting = [str(e)]
         return busy_reasons(Activity(clusters=state.clusters, bus_backlog=await bus.backlog(), waiting=waiting))
@@ -207,6 +206,8 @@ class _BusMonitor:
         out: dict[str, int] = {}
         for stream in await self.jsm.streams_info():
             name = stream.config.name
+            if name is None:
+                continue
             for ci in await self.jsm.consumers_info(name):
                 # A consumer nobody reads (left by a past client, kept for `kq describe`) never drains:
                 # count only those a service is attached to or working through.

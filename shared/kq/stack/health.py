@@ -6,7 +6,6 @@ particular instance needs every answer to a request, not just the first.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import msgspec
@@ -33,7 +32,7 @@ async def health_answers(nc: Client, service: str, *, window_s: float = 0.25,
         while (left := deadline - time.monotonic()) > 0:
             try:
                 msg = await sub.next_msg(timeout=left)
-            except (nats.errors.TimeoutError, asyncio.TimeoutError):
+            except (TimeoutError, nats.errors.TimeoutError):
                 break
             try:
                 st = _decoder.decode(msg.data)

@@ -9,6 +9,7 @@ whose start time differs is another program, and is never signalled.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -167,10 +168,8 @@ async def stop_pids(records: Sequence[ProcessRecord], *, grace_s: float = 10.0,
 def _signal(rec: ProcessRecord, sig: signal.Signals) -> None:
     if rec.start_ticks is not None and start_ticks(rec.pid) not in (rec.start_ticks, None):
         return  # the pid now belongs to another process
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(rec.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class ProcessError(RuntimeError):

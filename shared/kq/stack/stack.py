@@ -17,7 +17,6 @@ it had started.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 import re
 import shutil
@@ -25,14 +24,15 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import yaml
 
-from kq.config import ClusterConfig, Config, KueueConfig, NatsConfig
+from kq.config import ClusterConfig, Config, ConfigError, KueueConfig, NatsConfig, kueue_config_from
+from kq.installed import installed_services
 from kq.natsserver import NatsServer, NatsServerError
 from kq.runtime.bus import Bus
 from kq.stack.health import HEALTHY, instance_status
@@ -55,16 +55,7 @@ class StackError(RuntimeError):
     pass
 
 
-def discover_services() -> list[str]:
-    """Every services/<name>/ that has a __main__.py, sorted (found without importing them)."""
-    spec = importlib.util.find_spec("services")
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    names: set[str] = set()
-    for root in spec.submodule_search_locations:
-        for main in Path(root).glob("*/__main__.py"):
-            names.add(main.parent.name)
-    return sorted(names)
+discover_services = installed_services
 
 
 def process_name(service: str, instance: str) -> str:
@@ -72,7 +63,7 @@ def process_name(service: str, instance: str) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _kueue(config: KueueConfig | Mapping[str, Any] | None) -> KueueConfig:
@@ -81,9 +72,9 @@ def _kueue(config: KueueConfig | Mapping[str, Any] | None) -> KueueConfig:
     if isinstance(config, KueueConfig):
         return config
     try:
-        return msgspec.convert(dict(config), KueueConfig)
-    except msgspec.ValidationError as e:
-        raise StackError(f"kueue configuration: {e}") from None
+        return kueue_config_from(config, "kueue configuration")
+    except ConfigError as e:
+        raise StackError(str(e)) from None
 
 
 class Stack:
@@ -376,7 +367,7 @@ class Stack:
             child.popen.send_signal(sig)
         try:
             code = await asyncio.wait_for(asyncio.to_thread(child.popen.wait), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise StackError(f"{name} still running {timeout_s}s after {sig.name}") from None
         del self._services[name]
         return code

@@ -53,7 +53,7 @@ def milli(q: str | int) -> int:
     num, suffix = m.group(1), m.group(2) or ""
     if suffix == "m":
         return int(float(num))
-    return int(round(float(num) * _SUFFIX[suffix] * 1000))
+    return round(float(num) * _SUFFIX[suffix] * 1000)
 
 
 Q = str | int | tuple  # "4" or ("4", borrowingLimit, lendingLimit) with None for unset
@@ -61,7 +61,7 @@ Q = str | int | tuple  # "4" or ("4", borrowingLimit, lendingLimit) with None fo
 
 def _quota(resource: str, spec: Q) -> ResourceQuota:
     if isinstance(spec, tuple):
-        nominal, borrow, lend = (list(spec) + [None, None])[:3]
+        nominal, borrow, lend = [*spec, None, None][:3]
         return ResourceQuota(
             name=resource,
             nominal=milli(nominal),
@@ -79,13 +79,13 @@ def fq(flavor: str, **resources: Q) -> FlavorQuotas:
 class _GroupsMixin:
     _groups: list[ResourceGroup]
 
-    def group(self, *flavors: FlavorQuotas):  # type: ignore[no-untyped-def]
+    def group(self, *flavors: FlavorQuotas):
         """One resource group; covered resources are those of its first flavor."""
         covered = tuple(rq.name for rq in flavors[0].resources)
         self._groups.append(ResourceGroup(covered_resources=covered, flavors=tuple(flavors)))
         return self
 
-    def flavor(self, name: str, **resources: Q):  # type: ignore[no-untyped-def]
+    def flavor(self, name: str, **resources: Q):
         """A resource group with a single flavor."""
         return self.group(fq(name, **resources))
 

@@ -1,8 +1,8 @@
 """A fake shell + watcher around the core, with a virtual clock, for unit tests.
 
 It applies decisions back as the mirror would show them: an admission sets status.admission,
-a preemption marks the victim Evicted (still holding quota) and, one step later, the quota is
-released, as Kueue's workload controller does.
+an eviction, preemption or deactivation marks the workload Evicted (still holding quota) and,
+one step later, the quota is released, as the job integration does once the job stopped.
 """
 
 from __future__ import annotations
@@ -100,13 +100,14 @@ class World:
                 admission=Admission(cluster_queue=d.cluster_queue, pod_sets=d.pod_sets),
                 quota_reserved_time=self.now,
                 admitted=d.admitted,
+                admitted_time=self.now if d.admitted else None,
                 evicted_reason=None,
                 evicted_time=None,
                 admission_checks=tuple(AdmissionCheckState(name=c) for c in d.admission_checks),
             )
             self.messages[d.workload] = d.message
         for c in r.checks_ready:
-            self.update(c.workload, admitted=True)
+            self.update(c.workload, admitted=True, admitted_time=self.now)
         for p in r.preemptions:
             self.evictions[p.victim] = self.evictions.get(p.victim, 0) + 1
             self.preemption_reasons[p.victim] = p.reason
@@ -116,18 +117,25 @@ class World:
             self.evictions[e.workload] = self.evictions.get(e.workload, 0) + 1
             self.update(e.workload, evicted_reason=e.reason, evicted_time=self.now)
             self._to_release.append(e.workload)
-        for d in r.deactivations:
+        for d in r.deactivations:  # the watcher: spec.active=false, then Evicted; quota released later
             self.update(d.workload, active=False)
+            self.update(d.workload, evicted_reason=d.reason, evicted_time=self.now)
+            if self.records[d.workload].admission is not None:
+                self._to_release.append(d.workload)
 
     def release(self) -> None:
         """The workload controller clears the admission of evicted workloads."""
         keys, self._to_release = self._to_release, []
         for key in keys:
             if key in self.records:
+                rec = self.records[key]
+                ran = int(self.now - rec.admitted_time) if rec.admitted and rec.admitted_time is not None else 0
                 self.update(
                     key,
                     admission=None,
                     admitted=False,
+                    admitted_time=None,
+                    past_execution_s=rec.past_execution_s + ran,
                     quota_reserved_time=None,
                     admission_checks=tuple(AdmissionCheckState(name=c.name) for c in self.records[key].admission_checks),
                 )

@@ -10,7 +10,7 @@ from msgspec.structs import replace
 from services.admission.core import ClusterQueue, InvalidEvent, PodSet, ResourceQuota
 
 
-def _one_admission():  # type: ignore[no-untyped-def]
+def _one_admission():
     w = world(cq("cq").flavor("default", cpu="2").obj())
     w.apply(wl("default/x").queue("cq").pods("main", 1, cpu="2").obj())
     w.apply(wl("default/y").queue("cq").at(1).pods("main", 1, cpu="2").obj())
@@ -20,7 +20,7 @@ def _one_admission():  # type: ignore[no-untyped-def]
 
 
 def test_assumed_quota_blocks_others_until_confirmed() -> None:
-    w, d = _one_admission()
+    w, _d = _one_admission()
     w.step(2.0, echo=False)
     assert w.status("default/y") == "pending" and w.state.reserved["default/x"].assumed
     w.echo(w.results[0])
@@ -28,14 +28,14 @@ def test_assumed_quota_blocks_others_until_confirmed() -> None:
 
 
 def test_stale_update_keeps_the_assumption() -> None:
-    w, d = _one_admission()
+    w, _d = _one_admission()
     w.update("default/x", priority=0)  # an update written before our admission landed
     assert w.state.reserved["default/x"].assumed
     assert "default/x" not in w.state.pending
 
 
 def test_update_after_the_admission_landed_is_authoritative() -> None:
-    w, d = _one_admission()
+    w, _d = _one_admission()
     landed = w._rv + 1
     w.state.admission_applied("default/x", str(landed))
     w.update("default/x", priority=1)  # at version `landed`, without an admission: it was cleared since
@@ -60,7 +60,7 @@ def test_decision_ids_are_deterministic_and_unique() -> None:
         w.settle(0.0)
         w.apply(wl("default/high").queue("cq").priority(3).at(1).pods("main", 1, cpu="2").obj())
         w.settle(1.0)
-        return [getattr(x, "id") for x in w.all_decisions()]
+        return [x.id for x in w.all_decisions()]
 
     first = ids()
     assert first == ids()
@@ -69,7 +69,7 @@ def test_decision_ids_are_deterministic_and_unique() -> None:
 
 BAD = [
     (ClusterQueue(name="cq", resource_groups=()), None),
-    (replace(cq("cq").flavor("default", cpu="1").obj(), stop_policy="Sometimes"), "spec.stopPolicy"),  # type: ignore[arg-type]
+    (replace(cq("cq").flavor("default", cpu="1").obj(), stop_policy="Sometimes"), "spec.stopPolicy"),
     (
         replace(
             cq("cq").flavor("default", cpu="1").obj(),

@@ -9,11 +9,11 @@ from admission_world import world
 from services.admission.core import AdmissionCheck, Deleted
 
 
-def job(name: str, cpu: str = "1", queue: str = "cq", at: float = 0.0):  # type: ignore[no-untyped-def]
+def job(name: str, cpu: str = "1", queue: str = "cq", at: float = 0.0):
     return wl(f"default/{name}").queue(queue).at(at).pods("main", 1, cpu=cpu).obj()
 
 
-def checked_world():  # type: ignore[no-untyped-def]
+def checked_world():
     return world(
         AdmissionCheck(name="prov"),
         cq("cq").group(fq("on-demand", cpu="4"), fq("spot", cpu="4")).check("prov", "on-demand").obj(),
@@ -69,7 +69,8 @@ def test_rejected_deactivates() -> None:
     w.set_checks("default/w", prov="Rejected")
     r = w.step(2.0)
     assert [(d.workload, d.reason, d.message) for d in r.deactivations] == [
-        ("default/w", "AdmissionCheck", 'AdmissionCheck in Rejected state: "prov"')
+        ("default/w", "DeactivatedDueToAdmissionCheck",
+         'The workload is deactivated due to AdmissionCheck in Rejected state: "prov"')
     ]
     w.settle(2.0)
     assert w.status("default/w") == "deactivated"

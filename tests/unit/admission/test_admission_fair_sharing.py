@@ -58,13 +58,13 @@ CASES = [
     Case("can't preempt when it would switch the imbalance", units("a", 3) + units("b", 5), ("a", "2"), {}),
     Case(
         "can preempt lower priority workloads from same CQ",
-        [on("a1_low", "a", priority=-1), on("a2_low", "a", priority=-1), on("a3", "a"), on("a4", "a")] + units("b", 5),
+        [on("a1_low", "a", priority=-1), on("a2_low", "a", priority=-1), on("a3", "a"), on("a4", "a"), *units("b", 5)],
         ("a", "2"),
         {"default/a1_low": "InClusterQueue", "default/a2_low": "InClusterQueue"},
     ),
     Case(
         "can preempt a combination of same CQ and highest user",
-        [on("a_low", "a", priority=-1), on("a2", "a"), on("a3", "a")] + units("b", 6),
+        [on("a_low", "a", priority=-1), on("a2", "a"), on("a3", "a"), *units("b", 6)],
         ("a", "2"),
         {"default/a_low": "InClusterQueue", "default/b1": "InCohortFairSharing"},
     ),

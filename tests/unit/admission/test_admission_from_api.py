@@ -30,7 +30,7 @@ from services.admission.core.model import (
 )
 
 
-def load(text: str):  # type: ignore[no-untyped-def]
+def load(text: str):
     (obj,) = load_documents(text, "test")
     return obj.obj
 
@@ -220,3 +220,31 @@ def test_scheduler_config_from_kueue_configuration() -> None:
         fair_sharing=FairSharingConfig(preemption_strategies=("LessThanInitialShare",)), requeuing_timestamp="Creation"
     )
     assert scheduler_config(parse_config("{}").kueue) == SchedulerConfig()
+
+
+@pytest.mark.parametrize("yaml_text, block", [
+    ("kueue:\n  waitForPodsReady: {enable: true, blockAdmission: true}\n", True),
+    ("kueue:\n  waitForPodsReady: {enable: true}\n", False),
+    ("{}", False),
+])
+def test_block_admission_from_kueue_configuration(yaml_text: str, block: bool) -> None:
+    from kq.config import parse_config
+    from services.admission.core.from_api import scheduler_config
+
+    assert scheduler_config(parse_config(yaml_text).kueue).block_admission is block
+
+
+@pytest.mark.parametrize("status, ready", [
+    ({"conditions": [{"type": "PodsReady", "status": "True", "reason": "PodsReady",
+                      "lastTransitionTime": "2024-01-01T00:00:00Z"}]}, True),
+    ({"conditions": [{"type": "PodsReady", "status": "False", "reason": "WaitForStart",
+                      "lastTransitionTime": "2024-01-01T00:00:00Z"}]}, False),
+    ({}, False),
+])
+def test_workload_pods_ready(status: dict, ready: bool) -> None:
+    import yaml
+
+    doc = yaml.safe_load(WORKLOAD)
+    doc["status"] = status
+    (obj,) = load_documents(yaml.safe_dump(doc), "test")
+    assert event_from_api(obj.obj).pods_ready is ready  # type: ignore[union-attr]

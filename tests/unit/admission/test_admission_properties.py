@@ -23,7 +23,7 @@ CPU = 1000
 
 
 @st.composite
-def cohort_trees(draw):  # type: ignore[no-untyped-def]
+def cohort_trees(draw):
     n = draw(st.integers(0, 4))
     cohorts: list[Cohort] = []
     for i in range(n):
@@ -37,7 +37,7 @@ def cohort_trees(draw):  # type: ignore[no-untyped-def]
     return cohorts
 
 
-def _limits(draw, allowed: bool) -> tuple:  # type: ignore[no-untyped-def]
+def _limits(draw, allowed: bool) -> tuple:
     if not allowed:
         return (None, None)
     borrow = draw(st.one_of(st.none(), st.integers(0, 4).map(str)))
@@ -46,12 +46,12 @@ def _limits(draw, allowed: bool) -> tuple:  # type: ignore[no-untyped-def]
 
 
 @st.composite
-def cluster_queues(draw, cohorts):  # type: ignore[no-untyped-def]
+def cluster_queues(draw, cohorts):
     n = draw(st.integers(1, 5))
     out = []
     names = [c.name for c in cohorts]
     for i in range(n):
-        parent = draw(st.sampled_from([None] + names)) if names else None
+        parent = draw(st.sampled_from([None, *names])) if names else None
         b = cq(f"q{i}")
         if parent:
             b.cohort(parent)
@@ -134,7 +134,7 @@ def check_invariants(w: World) -> None:
 class Tracker(World):
     """A World that fails on a second admission of a workload already holding quota."""
 
-    def echo(self, r):  # type: ignore[no-untyped-def]
+    def echo(self, r):
         for d in r.admissions:
             rec = self.records[d.workload]
             assert rec.admission is None, f"{d.workload} admitted while already holding quota"
@@ -147,7 +147,7 @@ OPS = st.sampled_from(["submit", "submit", "submit", "step", "step", "finish", "
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), fair=st.booleans())
-def test_random_streams_respect_quota(data, fair: bool) -> None:  # type: ignore[no-untyped-def]
+def test_random_streams_respect_quota(data, fair: bool) -> None:
     cohorts = data.draw(cohort_trees())
     queues = data.draw(cluster_queues(cohorts))
     config = SchedulerConfig(fair_sharing=FairSharingConfig() if fair else None)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from msgspec.structs import replace
 from admission_builders import cohort, cq, flavor, lq, wl
 from admission_world import World, world
+from msgspec.structs import replace
 
 from services.admission.core import (
     Deleted,
@@ -16,11 +16,11 @@ from services.admission.core import (
 )
 
 
-def job(name: str, cpu: str, at: float = 0.0, priority: int = 0, queue: str = "cq"):  # type: ignore[no-untyped-def]
+def job(name: str, cpu: str, at: float = 0.0, priority: int = 0, queue: str = "cq"):
     return wl(f"default/{name}").queue(queue).priority(priority).at(at).pods("main", 1, cpu=cpu).obj()
 
 
-def run(w: World, *workloads, now: float = 0.0) -> None:  # type: ignore[no-untyped-def]
+def run(w: World, *workloads, now: float = 0.0) -> None:
     for x in workloads:
         w.apply(x)
     w.settle(now)

@@ -12,7 +12,7 @@ from services.admission.core.quota import available, potential_available
 FR = ("default", "cpu")
 
 
-def reserved(name: str, queue: str, cpu: str):  # type: ignore[no-untyped-def]
+def reserved(name: str, queue: str, cpu: str):
     return wl(f"default/{name}").queue(queue).pods("main", 1, cpu=cpu).reserved(queue, "default").obj()
 
 

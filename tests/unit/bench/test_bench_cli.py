@@ -61,3 +61,13 @@ def test_missing_keys_names_what_a_summary_lacks() -> None:
     assert "workloadClasses (empty)" in missing
     assert "cmdStats.maxRssBytes" in missing
     assert "(top).droppedWorkloadEvents" in missing
+
+
+def test_virtual_time_without_the_admission_simulator_exits_2_saying_what_is_missing(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from kq.bench import cli
+
+    monkeypatch.setattr(cli, "VIRTUAL_BENCH", "services.admission.no_such_bench")
+    assert main(["bench", str(REPO / "bench" / "small.yaml"), "--virtual-time", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--virtual-time needs the admission service's simulator (services.admission.no_such_bench)" in err

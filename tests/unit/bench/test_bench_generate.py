@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -111,7 +112,8 @@ def test_workload_object_is_kueues() -> None:
 
 def test_setup_objects_order() -> None:
     plan = build_plan(parse_config(TWO_SETS))
-    kinds = [(o.kind, o.metadata.name) for o in setup_objects(plan)]
+    objs: list[Any] = setup_objects(plan)  # plain Structs, each with kind and metadata
+    kinds = [(o.kind, o.metadata.name) for o in objs]
     assert kinds == [
         ("ResourceFlavor", "rf"),
         ("Cohort", "co-0"),

@@ -50,7 +50,7 @@ class Case:
 def _figure(figures: object, path: str) -> object:
     node = figures
     for part in path.split("."):
-        node = node[part] if isinstance(node, dict) else getattr(node, part)  # type: ignore[index]
+        node = node[part] if isinstance(node, dict) else getattr(node, part)
     return node
 
 

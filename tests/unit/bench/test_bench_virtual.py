@@ -9,7 +9,7 @@ import pytest
 from kq.bench.config import load_config, parse_config
 from kq.bench.generate import build_plan
 from kq.bench.metrics import RunLog, compute
-from kq.bench.virtual import run_virtual
+from services.admission.bench_virtual import run_virtual
 
 REPO = Path(__file__).resolve().parents[3]
 

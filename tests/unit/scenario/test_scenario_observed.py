@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -26,7 +27,7 @@ ADMISSION = {
 
 
 def wl(
-    conditions: list[dict[str, Any]] = (),
+    conditions: Sequence[dict[str, Any]] = (),
     admission: dict[str, Any] | None = None,
     active: bool | None = None,
     name: str = "w1",

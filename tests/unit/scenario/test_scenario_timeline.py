@@ -13,7 +13,14 @@ from kq.scenario.load import load_text
 from kq.scenario.model import Step, format_ms
 from kq.scenario.observed import Observed, ObservedWorkload
 from kq.scenario.report import CheckResult, Reporter, RunResult, check_lines, invalid_json, summary_line, to_json
-from kq.scenario.timeline import Activity, ClusterActivity, busy_reasons, kubesim_state_decoder, settled_checks, timed_entries
+from kq.scenario.timeline import (
+    Activity,
+    ClusterActivity,
+    busy_reasons,
+    kubesim_state_decoder,
+    settled_checks,
+    timed_entries,
+)
 
 
 def test_timeline_orders_by_at_checks_first_then_steps_as_written() -> None:

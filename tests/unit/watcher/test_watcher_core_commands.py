@@ -7,7 +7,16 @@ from typing import Any
 import msgspec
 import pytest
 from msgspec.structs import replace
-from unit.watcher.watcher_builders import NOW, admission, admitted, evicted, finished, merge_apply, plain_workload, reserved
+from unit.watcher.watcher_builders import (
+    NOW,
+    admission,
+    admitted,
+    evicted,
+    finished,
+    merge_apply,
+    plain_workload,
+    reserved,
+)
 
 from kq.api import constants as k
 from kq.api.kueue import ClusterQueue, ClusterQueueStatus, LocalQueue, LocalQueueStatus, Workload
@@ -25,24 +34,24 @@ from services.watcher.core import workload_status as ws
 from services.watcher.core.commands import plan_command
 from services.watcher.core.writes import Refusal, Skip, Write
 
-_C = {"cluster": "c", "writer": "admission"}
+_C: dict[str, Any] = {"cluster": "c", "writer": "admission"}
 _W = {**_C, "namespace": "ns", "name": "w1", "uid": "wl-uid"}
 
 
-def admit(adm=None, **kw) -> AdmitWorkload:  # type: ignore[no-untyped-def]
+def admit(adm=None, **kw) -> AdmitWorkload:
     return AdmitWorkload(id="a", admission=adm or admission(), **{**_W, **kw})
 
 
-def evict(**kw) -> EvictWorkload:  # type: ignore[no-untyped-def]
+def evict(**kw) -> EvictWorkload:
     return EvictWorkload(id="e", reason=k.EVICTED_BY_PREEMPTION, message="preempted by ns/high",
                          preemption_reason="InClusterQueue", **{**_W, **kw})
 
 
-def pending(**kw) -> SetWorkloadPending:  # type: ignore[no-untyped-def]
+def pending(**kw) -> SetWorkloadPending:
     return SetWorkloadPending(id="p", reason="Pending", message="insufficient quota", **{**_W, **kw})
 
 
-def deactivate(**kw) -> DeactivateWorkload:  # type: ignore[no-untyped-def]
+def deactivate(**kw) -> DeactivateWorkload:
     return DeactivateWorkload(id="d", reason="DeactivatedDueToRequeuingLimitExceeded", message="too many", **{**_W, **kw})
 
 
@@ -100,7 +109,8 @@ def test_plan_outcome(cmd: Any, current: Workload | None, max_epoch: int, want: 
     assert outcome(plan_command(cmd, current, max_epoch, NOW)) == want
 
 
-def _apply(current: Workload, plan: Write) -> Workload:
+def _apply(current: Workload, plan: Write | Skip | Refusal) -> Workload:
+    assert isinstance(plan, Write), plan
     return merge_apply(current, plan.patch)
 
 
@@ -138,7 +148,7 @@ def test_evict_sets_evicted_and_preempted_and_counts() -> None:
     pre = find_condition(out.status.conditions, k.WORKLOAD_PREEMPTED)
     assert ev is not None and (ev.status, ev.reason) == ("True", "Preempted")
     assert pre is not None and (pre.status, pre.reason, pre.message) == ("True", "InClusterQueue", "preempted by ns/high")
-    assert [(e.reason, e.count) for e in out.status.scheduling_stats.evictions] == [("Preempted", 1)]  # type: ignore[union-attr]
+    assert [(e.reason, e.count) for e in out.status.scheduling_stats.evictions] == [("Preempted", 1)]  # type: ignore[union-attr]  # absent fails the test too
     assert out.status.admission is not None  # released by the job integration once the job stopped
     assert outcome(plan_command(evict(), out, 0, NOW)) == ("skip", "AlreadyEvicted")
 
@@ -153,7 +163,7 @@ def test_deactivate_converges_in_two_writes() -> None:
     wl = _apply(wl, second)
     ev = find_condition(wl.status.conditions, k.WORKLOAD_EVICTED)
     assert ev is not None and ev.reason == "DeactivatedDueToRequeuingLimitExceeded"
-    assert [(e.reason, e.underlying_cause) for e in wl.status.scheduling_stats.evictions] == [  # type: ignore[union-attr]
+    assert [(e.reason, e.underlying_cause) for e in wl.status.scheduling_stats.evictions] == [  # type: ignore[union-attr]  # absent fails the test too
         ("Deactivated", "RequeuingLimitExceeded")]
     assert outcome(plan_command(deactivate(), wl, 0, NOW)) == ("skip", "AlreadyApplied")
 

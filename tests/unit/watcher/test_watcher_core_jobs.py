@@ -52,7 +52,7 @@ def step(s: Any) -> tuple[str, ...]:
     raise AssertionError(s)
 
 
-def deleting(wl):  # type: ignore[no-untyped-def]
+def deleting(wl):
     return replace(wl, metadata=replace(wl.metadata, deletion_timestamp="2026-01-01T00:00:00Z"))
 
 
@@ -106,7 +106,7 @@ def test_built_workload_follows_the_job() -> None:
     ref = wl.metadata.controller_ref()
     assert ref is not None and (ref.kind, ref.name, ref.uid, ref.api_version) == ("Job", "j1", "job-uid", "batch/v1")
     assert wl.spec.queue_name == "lq"
-    assert (wl.spec.priority, wl.spec.priority_class_ref.name, wl.spec.priority_class_ref.kind) == (  # type: ignore[union-attr]
+    assert (wl.spec.priority, wl.spec.priority_class_ref.name, wl.spec.priority_class_ref.kind) == (  # type: ignore[union-attr]  # absent fails the test too
         100, "high", "WorkloadPriorityClass")
     (ps,) = wl.spec.pod_sets
     assert (ps.name, ps.count, ps.min_count) == ("main", 3, 2)
@@ -124,7 +124,7 @@ def test_tas_annotation_becomes_a_topology_request() -> None:
     assert req is not None and (req.required, req.preferred) == ("rack", None)
 
 
-def _run(j, wl, flavors=FLAVORS):  # type: ignore[no-untyped-def]
+def _run(j, wl, flavors=FLAVORS):
     s = reconcile_job(j, wl, flavors, {}, NOW)
     assert isinstance(s, Write), s
     return s
@@ -213,13 +213,13 @@ def test_eviction_handshake_converges() -> None:
 PREBUILT = {k.PREBUILT_WORKLOAD_LABEL: "remote-wl"}
 
 
-def prebuilt_for(j, **kw):  # type: ignore[no-untyped-def]
+def prebuilt_for(j, **kw):
     """A Workload built by someone else (the MultiKueue dispatcher) for Job j, not yet owned by it."""
     wl = workload_for(j, **kw)
     return replace(wl, metadata=replace(wl.metadata, name="remote-wl", owner_references=(), labels={}))
 
 
-def adopted(wl, j):  # type: ignore[no-untyped-def]
+def adopted(wl, j):
     return jp.with_owner(wl, j)
 
 

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
+from msgspec.structs import replace
 from unit.watcher.watcher_builders import EARLIER, NOW, admission, admitted, evicted, plain_workload
 
 from kq.api import constants as k
 from kq.api.kueue import AdmissionCheckState, SchedulingStats, WorkloadSchedulingStatsEviction
 from kq.api.meta import Condition, find_condition
-from msgspec.structs import replace
 from services.watcher.core import workload_status as ws
 
 
-def _c(status: str, reason: str = "R", message: str = "m", ltt: str | None = EARLIER) -> Condition:
-    return Condition(type="T", status=status, reason=reason, message=message, last_transition_time=ltt)  # type: ignore[arg-type]
+def _c(
+    status: Literal["True", "False", "Unknown"], reason: str = "R", message: str = "m", ltt: str | None = EARLIER
+) -> Condition:
+    return Condition(type="T", status=status, reason=reason, message=message, last_transition_time=ltt)
 
 
 @pytest.mark.parametrize(
@@ -35,8 +39,8 @@ def test_quota_reservation_resets_active_eviction_and_admits() -> None:
     wl = ws.finish_eviction(wl, EARLIER)
     again = ws.set_quota_reservation(wl, admission("cq2"), NOW, admitted=True)
     conds = again.status.conditions
-    assert find_condition(conds, k.WORKLOAD_QUOTA_RESERVED).status == "True"  # type: ignore[union-attr]
-    assert find_condition(conds, k.WORKLOAD_ADMITTED).status == "True"  # type: ignore[union-attr]
+    assert find_condition(conds, k.WORKLOAD_QUOTA_RESERVED).status == "True"  # type: ignore[union-attr]  # absent fails the test too
+    assert find_condition(conds, k.WORKLOAD_ADMITTED).status == "True"  # type: ignore[union-attr]  # absent fails the test too
     ev = find_condition(conds, k.WORKLOAD_EVICTED)
     assert ev is not None and ev.status == "False" and ev.reason == "QuotaReserved"
     assert ev.message == "Previously: preempted by ns/high"
@@ -58,7 +62,7 @@ def test_evict_counts_per_reason(reason: str, want_reason: str, want_cause: str)
     wl = replace(wl, status=replace(wl.status, scheduling_stats=SchedulingStats(evictions=(
         WorkloadSchedulingStatsEviction(reason="Preempted", count=2),))))
     out = ws.evict(wl, reason, "msg", NOW)
-    counts = {(e.reason, e.underlying_cause): e.count for e in out.status.scheduling_stats.evictions}  # type: ignore[union-attr]
+    counts = {(e.reason, e.underlying_cause): e.count for e in out.status.scheduling_stats.evictions}  # type: ignore[union-attr]  # absent fails the test too
     base = {("Preempted", ""): 2}
     base[(want_reason, want_cause)] = base.get((want_reason, want_cause), 0) + 1
     assert counts == base
@@ -104,3 +108,17 @@ def test_finish_eviction_releases_quota(reason: str, requeued: str) -> None:
 def test_finish_is_idempotent() -> None:
     wl = ws.finish(admitted(plain_workload()), k.FINISHED_SUCCEEDED, "ok", EARLIER)
     assert ws.finish(wl, k.FINISHED_FAILED, "later", NOW) is wl
+
+
+@pytest.mark.parametrize("past, want", [pytest.param(None, 10, id="first"), pytest.param(5, 15, id="adds-up")])
+def test_releasing_an_admitted_workload_accumulates_its_execution_time(past: int | None, want: int) -> None:
+    wl = admitted(plain_workload())  # Admitted since EARLIER, released at NOW: 10 s
+    wl = replace(wl, status=replace(wl.status, accumulated_past_execution_time_seconds=past))
+    out = ws.finish_eviction(ws.evict(wl, k.EVICTED_BY_PREEMPTION, "why", EARLIER), NOW)
+    assert out.status.accumulated_past_execution_time_seconds == want
+
+
+def test_releasing_a_reservation_that_was_never_admitted_adds_nothing() -> None:
+    wl = ws.set_quota_reservation(plain_workload(), admission(), EARLIER, admitted=False)
+    out = ws.finish_eviction(ws.evict(wl, k.EVICTED_BY_PREEMPTION, "why", EARLIER), NOW)
+    assert out.status.accumulated_past_execution_time_seconds is None

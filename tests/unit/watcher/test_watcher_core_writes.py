@@ -28,7 +28,7 @@ def test_merge_diff(old: dict, new: dict, want: dict) -> None:
     assert merge_diff(old, new) == want
 
 
-def _wl(**meta) -> Workload:  # type: ignore[no-untyped-def]
+def _wl(**meta) -> Workload:
     return Workload(metadata=ObjectMeta(name="w", namespace="ns", uid="u", resource_version="7", **meta))
 
 

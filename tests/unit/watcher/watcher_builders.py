@@ -59,7 +59,7 @@ def plain_workload(name: str = "w1", *, uid: str = "wl-uid", rv: str = "20") -> 
     return Workload(metadata=ObjectMeta(name=name, namespace="ns", uid=uid, resource_version=rv, generation=1))
 
 
-def admission(cq: str = "cq", flavor: str = "f1", count: int | None = None, **extra) -> Admission:  # type: ignore[no-untyped-def]
+def admission(cq: str = "cq", flavor: str = "f1", count: int | None = None, **extra) -> Admission:
     return Admission(cluster_queue=cq, pod_set_assignments=(
         PodSetAssignment(name="main", flavors={"cpu": flavor}, count=count, **extra),
     ))

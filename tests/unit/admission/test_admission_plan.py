@@ -1,4 +1,4 @@
-"""The admission shell's pure parts, without a bus: mirror records in (inputs.py), commands and
+"""The admission shell's pure parts (services/admission/plan), without a bus: mirror records in (inputs.py), commands and
 events out (outputs.py), and what a partition does with outcomes (partition.py)."""
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ from kq.api.meta import Condition
 from kq.messages import (
     AdmitWorkload,
     CommandOutcome,
+    CommandType,
     DeactivateWorkload,
     EvictWorkload,
+    OutcomeReason,
     SetClusterQueueStatus,
     SetLocalQueueStatus,
     SetWorkloadPending,
@@ -24,6 +26,7 @@ from kq.messages import (
     WorkloadEvictedEvent,
     WorkloadPendingEvent,
     WorkloadPreemptedEvent,
+    outcome_of,
 )
 from kq.mirror import ObjectRecord
 from services.admission.core.decisions import (
@@ -40,20 +43,18 @@ from services.admission.core.decisions import (
     ResourceUsage,
 )
 from services.admission.core.model import Deleted, PodSetAssignment, SchedulerConfig
-from services.admission.inputs import InputError, convert
-from services.admission.outputs import (
+from services.admission.plan.inputs import InputError, convert
+from services.admission.plan.outputs import (
     Outgoing,
     Outputs,
-    ParsedId,
     QueueFacts,
     Sent,
     command_id,
-    parse_command_id,
     plan_outputs,
     weighted_share,
 )
-from services.admission.partition import LostLeadership, Partition
-from services.admission.pending_pacer import PendingPacer
+from services.admission.plan.partition import LostLeadership, Partition
+from services.admission.plan.pending_pacer import PendingPacer
 
 C = "c1"
 KUEUE = "kueue.x-k8s.io/v1beta2"
@@ -132,17 +133,20 @@ def test_a_bad_record_changes_nothing() -> None:
 # --- ids --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cid, want", [
-    pytest.param(command_id("reserve", 3, "c1", "ns/w", "reserve:u:5:1"),
-                 ParsedId("reserve", 3, "c1", "ns/w", "reserve:u:5:1"), id="round-trip"),
-    pytest.param(command_id("cqstatus", 12, "a|b", "cq", "status:4"),
-                 ParsedId("cqstatus", 12, "a|b", "cq", "status:4"), id="cluster-with-separator"),
-    pytest.param("adm-j1", None, id="someone-else's"),
-    pytest.param("reserve|x3|c1|ns/w|d", None, id="bad-epoch"),
-    pytest.param("reserve|e3|c1", None, id="too-short"),
-])
-def test_command_ids(cid: str, want: ParsedId | None) -> None:
-    assert parse_command_id(cid) == want
+def test_an_outcome_says_what_its_command_was_about() -> None:
+    cmd = SetWorkloadPending(id=command_id("pending", 3, C, "ns/w", "pending:u:5:1"), cluster=C, writer="admission",
+                             epoch=3, namespace="ns", name="w", uid="u", reason="Pending", message="m")
+    out = outcome_of(cmd, cluster=C, applied=False, reason="UidMismatch", resource_version="9")
+    decoded = msgspec.json.decode(msgspec.json.encode(out), type=CommandOutcome)
+    assert (decoded.command, decoded.namespace, decoded.name, decoded.reason) == ("SetWorkloadPending", "ns", "w",
+                                                                                   "UidMismatch")
+
+
+def test_an_outcome_with_an_unknown_reason_is_refused_at_decoding() -> None:
+    raw = msgspec.json.encode({"command_id": "x", "cluster": C, "writer": "admission", "epoch": 1, "applied": False,
+                               "reason": "SomethingNew"})
+    with pytest.raises(msgspec.ValidationError, match="reason"):
+        msgspec.json.decode(raw, type=CommandOutcome)
 
 
 # --- outputs ----------------------------------------------------------------------------------------
@@ -283,9 +287,11 @@ def test_weighted_share_as_kueue_writes_it(share: float, want: int) -> None:
 # --- outcomes -----------------------------------------------------------------------------------------
 
 
-def outcome(cid: str, epoch: int, applied: bool, reason: str = "", rv: str = "") -> CommandOutcome:
-    return CommandOutcome(command_id=cid, cluster=C, writer="admission", epoch=epoch, applied=applied, reason=reason,
-                          resource_version=rv)
+def outcome(cid: str, epoch: int, applied: bool, reason: OutcomeReason = "", rv: str = "",
+            command: CommandType | None = None, target: str = "", cluster: str = C) -> CommandOutcome:
+    ns, _, name = target.rpartition("/")
+    return CommandOutcome(command_id=cid, cluster=cluster, writer="admission", epoch=epoch, applied=applied,
+                          reason=reason, resource_version=rv, command=command, namespace=ns, name=name)
 
 
 def admit_all(p: Partition) -> list[str]:
@@ -293,7 +299,7 @@ def admit_all(p: Partition) -> list[str]:
     ids: list[str] = []
     while p.wants_cycle(NOW):
         out, _ = p.plan([p.cycle(NOW)], NOW)
-        ids += [o.msg_id for o in out.commands if o.msg_id.startswith("reserve|")]
+        ids += [o.msg_id for o in out.commands if out.sent[o.msg_id].action == "reserve"]
     return ids
 
 
@@ -302,11 +308,10 @@ def test_a_refused_admission_gives_the_quota_back() -> None:
     p.apply_record(workload("a", "10", cpu="2"))
     p.apply_record(workload("b", "11", cpu="1"))
     (first,) = admit_all(p)  # 2 cpu of quota: a takes it all, b waits
-    assert parse_command_id(first).target == "demo/a"  # type: ignore[union-attr]
+    assert p.inflight[first] == Sent("reserve", "demo/a")
     assert p.on_outcome(outcome(first, 7, applied=False, reason="EvictionInProgress")) is True
     (second,) = admit_all(p)  # the quota is free again, and a is tried again
-    assert second != first and parse_command_id(second).target == "demo/a"  # type: ignore[union-attr]
-    assert second in p.inflight and first not in p.inflight
+    assert second != first and p.inflight[second] == Sent("reserve", "demo/a") and first not in p.inflight
 
 
 def test_an_applied_admission_is_not_rolled_back_by_its_own_stale_echo() -> None:
@@ -337,7 +342,7 @@ def test_an_older_leaders_write_holds_scheduling_until_the_mirror_shows_it() -> 
     p = partition(epoch=7)
     p.apply_record(workload("a", "10", cpu="2"))
     old = command_id("reserve", 5, C, "demo/a", "reserve:uid-a:10:1")
-    p.on_outcome(outcome(old, 5, applied=True, rv="12"))
+    p.on_outcome(outcome(old, 5, applied=True, rv="12", command="AdmitWorkload", target="demo/a"))
     assert p.echo_gates == {"demo/a": 12} and not p.wants_cycle(NOW)
     admitted = {"conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
                                 "lastTransitionTime": "2023-11-14T22:10:00Z"}],
@@ -348,23 +353,26 @@ def test_an_older_leaders_write_holds_scheduling_until_the_mirror_shows_it() -> 
     assert admit_all(p) == []  # a holds 1.5 of 2 cpu (as the old leader admitted it): b does not fit
 
 
-@pytest.mark.parametrize("cid, rv", [
-    pytest.param(command_id("reserve", 5, C, "demo/gone", "reserve:x:1:1"), "12", id="workload-unknown"),
-    pytest.param(command_id("reserve", 5, C, "demo/a", "reserve:uid-a:10:1"), "9", id="already-seen"),
-    pytest.param(command_id("cqstatus", 5, C, "cq", "status:1"), "12", id="not-a-workload"),
-    pytest.param("someone-else", "12", id="not-ours"),
+@pytest.mark.parametrize("out", [
+    pytest.param(outcome("r1", 5, True, rv="12", command="AdmitWorkload", target="demo/gone"), id="workload-unknown"),
+    pytest.param(outcome("r2", 5, True, rv="9", command="AdmitWorkload", target="demo/a"), id="already-seen"),
+    pytest.param(outcome("s1", 5, True, rv="12", command="SetClusterQueueStatus", target="cq"), id="not-a-workload"),
+    pytest.param(outcome("r3", 5, True, rv="12", command="AdmitWorkload", target="demo/a", cluster="c2"),
+                 id="another-cluster"),
+    pytest.param(outcome("someone-else", 5, True, rv="12"), id="says-nothing-of-its-command"),
 ])
-def test_older_writes_that_need_no_wait(cid: str, rv: str) -> None:
+def test_older_writes_that_need_no_wait(out: CommandOutcome) -> None:
     p = partition(epoch=7)
     p.apply_record(workload("a", "10"))
-    p.on_outcome(outcome(cid, 5, applied=True, rv=rv))
+    p.on_outcome(out)
     assert p.echo_gates == {}
 
 
 def test_older_writes_seen_before_the_replay_are_judged_once_it_caught_up() -> None:
     p = Partition(C, 7, SchedulerConfig())
     for target in ("demo/a", "demo/gone"):
-        p.on_outcome(outcome(command_id("reserve", 5, C, target, "d"), 5, applied=True, rv="12"))
+        p.on_outcome(outcome(command_id("reserve", 5, C, target, "d"), 5, applied=True, rv="12",
+                             command="EvictWorkload", target=target))
     for rec in [*world(), workload("a", "10")]:
         p.apply_record(rec)
     p.mark_rebuilt()
@@ -402,7 +410,7 @@ def test_a_pending_condition_superseded_in_the_same_batch_is_not_sent_but_its_ev
 def test_reservations_go_before_pending_conditions_of_other_workloads_and_a_workloads_order_is_kept() -> None:
     out = _plan([CycleResult(cycle=1, pending=(_pending("ns/a", 1), _pending("ns/b", 1))),
                  CycleResult(cycle=2, admissions=(_admit("ns/b", 2), _admit("ns/c", 2)))])
-    assert [o.msg_id.split("|")[0] + ":" + o.msg_id.split("|")[3] for o in out.commands] == [
+    assert [f"{out.sent[o.msg_id].action}:{out.sent[o.msg_id].target}" for o in out.commands] == [
         "pending:ns/b", "reserve:ns/b", "reserve:ns/c", "pending:ns/a"]
 
 

@@ -1,5 +1,8 @@
 """`kq bench --virtual-time`: the admission core alone, as a discrete-event simulation.
 
+It lives beside the core it drives (kq never imports `services`); `kq bench` finds it by name
+(kq.bench.cli.VIRTUAL_BENCH). It is kq's one virtual-time simulator of the admission core.
+
 No bus, no API server, no processes: the plan's objects go straight into
 `SchedulerState` (converted by the admission core's own from_api, so the core sees what the
 live service would), and a virtual clock (ms) moves from one event to the next:
@@ -153,8 +156,8 @@ class _Sim:
             self._evict(t, p.victim, "Preempted")
         for e in r.evictions:
             self._evict(t, e.workload, e.reason)
-        for d in r.deactivations:
-            self._write(d.workload, active=False)
+        for deactivation in r.deactivations:
+            self._write(deactivation.workload, active=False)
 
     # --- the loop --------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 
-from services.admission.outputs import WORKLOAD_ACTIONS, Outgoing, Outputs, Sent
+from services.admission.plan.outputs import WORKLOAD_ACTIONS, Outgoing, Outputs, Sent
 
 _PRUNE_EVERY_S = 5.0
 

@@ -22,24 +22,14 @@ import math
 
 from kq.api import kueue as api
 from kq.api.meta import find_condition
-from kq.messages import CommandOutcome
+from kq.messages import WORKLOAD_COMMANDS, CommandOutcome
 from kq.mirror import ObjectRecord, SyncMarker
 from services.admission.core.decisions import CycleResult
 from services.admission.core.model import SchedulerConfig
 from services.admission.core.state import SchedulerState
-from services.admission.inputs import NEEDED_KINDS, convert, workload_key
-from services.admission.outputs import (
-    WORKLOAD_ACTIONS,
-    Outputs,
-    QueueFacts,
-    Sent,
-    api_admission,
-    parse_command_id,
-    plan_outputs,
-)
-from services.admission.pending_pacer import PendingPacer
-
-STALE_EPOCH = "StaleEpoch"
+from services.admission.plan.inputs import NEEDED_KINDS, convert, workload_key
+from services.admission.plan.outputs import Outputs, QueueFacts, Sent, api_admission, plan_outputs
+from services.admission.plan.pending_pacer import PendingPacer
 
 
 class LostLeadership(Exception):
@@ -113,7 +103,7 @@ class Partition:
             sent = self.inflight.pop(out.command_id, None)
             if sent is None:
                 return False
-            if not out.applied and out.reason == STALE_EPOCH:
+            if not out.applied and out.reason == "StaleEpoch":
                 raise LostLeadership(f"{self.cluster}: command {out.command_id} refused: epoch {self.epoch} is stale")
             if out.applied:
                 if sent.action == "reserve":
@@ -135,11 +125,10 @@ class Partition:
         return False
 
     def _gate_on_older_write(self, out: CommandOutcome) -> None:
-        parsed = parse_command_id(out.command_id)
         rv = _rv(out.resource_version)
-        if parsed is None or rv is None or parsed.action not in WORKLOAD_ACTIONS or parsed.cluster != self.cluster:
+        if rv is None or out.command not in WORKLOAD_COMMANDS or out.cluster != self.cluster:
             return
-        key = parsed.target
+        key = workload_key(out.namespace, out.name)
         if self.rebuilt and not self._unseen(key, rv):
             return
         self.echo_gates[key] = max(rv, self.echo_gates.get(key, 0))

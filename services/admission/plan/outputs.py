@@ -1,10 +1,11 @@
 """CycleResult -> bus commands (kq.messages) and decision events, with deterministic ids. Pure.
 
-Command ids say what a command was for, so an outcome can be traced back to it even by a
-later leader:   <action>|e<epoch>|<cluster>|<target>|<decision id>
+Command ids are unique and deterministic (they are also the Nats-Msg-Id, deduplicated by
+JetStream):   <action>|e<epoch>|<cluster>|<target>|<decision id>
 The epoch is part of the id: a new leader may take the same decision again (its core
 counts decisions from scratch) and must not be dropped by JetStream's duplicate window.
-The command id is also its Nats-Msg-Id; an event's is "evt|" + the same parts.
+An event's id is "evt|" + the same parts. Nothing reads meaning back out of an id: an
+outcome says which command it is about in typed fields (kq.messages.CommandOutcome).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ MAX_WEIGHTED_SHARE = 2**63 - 1  # Kueue's value for a zero-weight queue that bor
 
 # What an outcome of a command means to the core (see Partition.on_outcome).
 Action = Literal["reserve", "admit", "evict", "deactivate", "pending", "cqstatus", "lqstatus", "fence"]
-WORKLOAD_ACTIONS: frozenset[str] = frozenset({"reserve", "admit", "evict", "deactivate", "pending"})
+WORKLOAD_ACTIONS: frozenset[Action] = frozenset({"reserve", "admit", "evict", "deactivate", "pending"})
 
 
 class Outgoing(NamedTuple):
@@ -67,14 +68,6 @@ class Sent(NamedTuple):
 
     action: Action
     target: str  # workload key ns/name, or the queue's name / ns/name
-
-
-class ParsedId(NamedTuple):
-    action: str
-    epoch: int
-    cluster: str
-    target: str
-    decision: str
 
 
 class QueueFacts(NamedTuple):
@@ -95,17 +88,6 @@ class Outputs(NamedTuple):
 
 def command_id(action: Action, epoch: int, cluster: str, target: str, decision: str) -> str:
     return f"{action}|e{epoch}|{cluster}|{target}|{decision}"
-
-
-def parse_command_id(cid: str) -> ParsedId | None:
-    """The parts of one of our command ids; None for anything else (another writer's, a malformed one)."""
-    head = cid.split("|", 2)
-    if len(head) != 3 or not head[1].startswith("e") or not head[1][1:].isdigit():
-        return None
-    tail = head[2].rsplit("|", 2)
-    if len(tail) != 3:
-        return None
-    return ParsedId(head[0], int(head[1][1:]), tail[0], tail[1], tail[2])
 
 
 def fence_command(cluster: str, epoch: int) -> Outgoing:
