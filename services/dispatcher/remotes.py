@@ -176,7 +176,3 @@ class RemoteCluster:
         if kind == "job":
             self._index_job(obj)
 
-    def forget(self, kind: str, namespace: str, name: str) -> None:
-        table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs
-        table.pop((namespace, name), None)
-
