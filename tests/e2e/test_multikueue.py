@@ -68,14 +68,29 @@ async def _create(client: KubeClient, obj: dict) -> None:
     await client.create(kind, ns, obj)
 
 
+async def _dispatcher_leader(stack: Stack) -> str:
+    """The instance holding the dispatcher's lease (health "ready"; the standby says "standby")."""
+    from kq.stack.health import instance_status
+
+    for inst in ("0", "1"):
+        st = await instance_status(stack.bus.nc, "dispatcher", inst)
+        if st is not None and st.status == "ready":
+            return inst
+    raise AssertionError("no dispatcher instance is leading")
+
+
 async def _workloads(client: KubeClient) -> list[Workload]:
     raws, _ = await client.list("workload", namespace="ns")
     return [msgspec.json.decode(r, type=Workload) for r in raws]
 
 
-async def test_dispatcher_killed_mid_run_every_job_runs_exactly_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("standby", [False, True], ids=["restarted", "hot-standby"])
+async def test_dispatcher_killed_mid_run_every_job_runs_exactly_once(tmp_path: Path, standby: bool) -> None:
+    """SIGKILL mid-run, then either the same instance is started again or a hot standby (a second
+    instance waiting on the lease) takes over."""
     config = {"multiKueue": {"gcInterval": "1s", "origin": "mk", "workerLostTimeout": "30s"}}
-    async with Stack(tmp_path / "stack", kueue_config=config, log_level="warning") as stack:
+    replicas = {"dispatcher": 2} if standby else {}
+    async with Stack(tmp_path / "stack", kueue_config=config, log_level="warning", replicas=replicas) as stack:
         clients = {c: await KubeClient.from_kubeconfig(stack.kubeconfig(c)) for c in ("manager", "worker-1", "worker-2")}
         try:
             for c, client in clients.items():
@@ -90,8 +105,10 @@ async def test_dispatcher_killed_mid_run_every_job_runs_exactly_once(tmp_path: P
                     return sum(condition_is_true(w.status.conditions, "Admitted") for w in wls) >= 4
 
                 await eventually(some_admitted, timeout=60, interval=0.05, what="first jobs dispatched")
-                assert await stack.kill("dispatcher") != 0  # SIGKILL
-                await stack.start("dispatcher")
+                leader = await _dispatcher_leader(stack) if standby else "0"
+                assert await stack.kill("dispatcher", leader) != 0  # SIGKILL
+                if not standby:
+                    await stack.start("dispatcher")
 
                 async def all_finished() -> list[Workload]:
                     wls = await _workloads(clients["manager"])

@@ -112,6 +112,10 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
             return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_RETRY, message=msg),), why="remote out of sync")
         manager: list = []
         rjob = inp.remote_jobs.get(c)
+        if not winner_name and rjob is not None and state not in (k.CHECK_RETRY, k.CHECK_REJECTED):
+            # It ran and finished before its cluster was recorded (a dispatcher restart in between):
+            # record where, so the manager says where it ran.
+            manager.append(SetCheck(state=k.CHECK_READY, message=f'The workload was admitted on "{c}"', cluster_name=c))
         if inp.local_job is not None and rjob is not None and inp.local_job.status != rjob.status:
             manager.append(SyncJob(status=rjob.status))
         manager.append(Finish(reason=cond.reason, message=cond.message))

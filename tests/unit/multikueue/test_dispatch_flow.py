@@ -170,3 +170,11 @@ def test_guard_stops_only_reserved_copies_whose_lease_ran_out() -> None:
     unleased = copy(admitted_at=T)
     no_job = replace(old, metadata=replace(old.metadata, owner_references=()))  # a copy that did not win
     assert expired_copies([old, fresh, done, stopped, unleased, no_job], now) == [old]
+
+
+def test_finished_before_its_cluster_was_recorded_records_it_then_finishes() -> None:
+    ok = cond(k.WORKLOAD_FINISHED, reason="Succeeded", message="done")
+    inp = inputs(local(state="Pending"), remotes={"w2": copy(admitted_at=T, finished=ok)}, jobs={"w2": job()})
+    plan = reconcile(inp, SETTINGS)
+    assert plan.manager[0] == SetCheck(state="Ready", message='The workload was admitted on "w2"', cluster_name="w2")
+    assert plan.manager[-1] == Finish(reason="Succeeded", message="done")
