@@ -45,15 +45,38 @@ async def main(bus: Bus, config: Config, settings: DispatcherSettings | None = N
         client = await KubeClient.from_kubeconfig(manager.kubeconfig)
         stack.push_async_callback(client.close)
 
+        leading = False
+
+        async def report_standby() -> None:
+            """While not leading: "standby" once another instance is seen holding the lease."""
+            while True:
+                if not leading and bus.status == "starting":
+                    try:
+                        held = await lease.current()
+                    except Exception:  # noqa: BLE001 - the bus is away: ask again next time
+                        held = None
+                    if held is not None and held[1].holder != holder and not leading:
+                        bus.status = "standby"
+                await asyncio.sleep(0.5)
+
+        reporter = asyncio.create_task(report_standby())
+        stack.callback(reporter.cancel)
+
         async def term(epoch: int) -> None:
+            nonlocal leading
+            leading = True
             bus.status = "starting"
             try:
                 await Term(bus, manager.name, client, core, settings, epoch, workers).run()
             finally:
-                bus.status = "standby"
+                leading = False
+                bus.status = "starting"
 
         while True:
-            bus.status = "standby"
+            # "standby" only while another instance holds the lease; until we know, "starting"
+            # (so a stack does not count a dispatcher about to lead as ready).
+            held = await lease.current()
+            bus.status = "standby" if held is not None and held[1].holder != holder else "starting"
             try:
                 await lead(lease, term)
                 return

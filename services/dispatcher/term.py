@@ -204,6 +204,8 @@ class Term:
             await self._stop_remote(name)
         cmds: list[Command] = []
         for name, mkc in mkcs.items():
+            if self.remotes[name].state == cl.CONNECTING and not mkc.status.conditions:
+                continue  # no word yet: the first attempt's outcome is written, not "Connecting"
             want = cl.cluster_condition(mkc, self.remotes[name].state)
             if cl.condition_differs(mkc.status.conditions, want):
                 cmds.append(self._active_cmd("multikueuecluster", mkc, want))
