@@ -24,6 +24,7 @@ from services.watcher.listwatch import KindLoop
 from services.watcher.mirror import MirrorIndex, MirrorPublisher
 from services.watcher.objects import ClusterObjects
 from services.watcher.settings import WatcherSettings
+from services.watcher.ungater import TopologyUngater
 
 SERVICE = "watcher"
 
@@ -58,10 +59,15 @@ class ClusterWatcher:
         # The Job integration needs Jobs, Workloads, flavors and priority classes; without them it is off.
         # Kueue's integrations.frameworks may leave batch/job out: then it is off too.
         self.integrate = job_integration and all(kind in kinds for kind in NEEDED_KINDS)
-        on_change = self.jobs.on_change if self.integrate else _ignore
+        self.ungater = TopologyUngater(client, self.objects, retry_s=settings.retry_base_s)
+        jobs_on_change = self.jobs.on_change if self.integrate else _ignore
+
+        def on_change(kind: str, old: object, new: object) -> None:
+            jobs_on_change(kind, old, new)
+            self.ungater.on_change(kind, old, new)
+
         self.loops = [
-            KindLoop(client, cluster, kind,
-                     namespace=settings.secrets_namespace if kind == "secret" else None,
+            KindLoop(client, cluster, kind, namespace=None,
                      index=self.index, publisher=self.publisher, objects=self.objects, on_change=on_change,
                      watch_timeout_s=settings.watch_timeout_s, retry_base_s=settings.retry_base_s,
                      retry_max_s=settings.retry_max_s, clock=bus.clock)
@@ -83,6 +89,7 @@ class ClusterWatcher:
                 tg.create_task(loop.run(), name=f"listwatch:{self.cluster}:{loop.kind}")
             if self.integrate:
                 tg.create_task(self.jobs.run(), name=f"jobs:{self.cluster}")
+            tg.create_task(self.ungater.run(), name=f"ungater:{self.cluster}")
             tg.create_task(
                 self.bus.consume_batches(
                     command_durable(self.cluster), subjects.COMMANDS_STREAM, subjects.command_filter(self.cluster),

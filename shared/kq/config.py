@@ -88,15 +88,16 @@ def _not_negative(obj: msgspec.Struct, *names: str) -> None:
             raise ValueError(f"{field}: must not be negative, got {value}")
 
 
-# Where kq keeps its own Secrets (MultiKueue kubeconfigs): the only Secrets the watcher mirrors.
+# Where kq keeps its own Secrets (MultiKueue kubeconfigs). Only the dispatcher and gc read them;
+# the watcher never mirrors Secrets (they would be on the bus).
 KQ_NAMESPACE = "kq-system"
+NEVER_MIRRORED = ("secret",)
 
 
 class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     """`watcher:` the watcher's knobs (see docs/configuration.md)."""
 
     skip_kinds: tuple[str, ...] = ()  # lower-case kind tokens not to mirror, e.g. ("pod",)
-    secrets_namespace: str = KQ_NAMESPACE
     publish_batch: int = 512  # mirror records per publish round
     publish_queue: int = 20_000  # records waiting to be published before list/watch loops wait
     watch_timeout_s: float = 300.0  # the server ends each watch after this; we resume from the last rv
@@ -126,7 +127,7 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     def mirrored_kinds(self) -> list[str]:
         from kq.api.registry import KINDS
 
-        skip = {s.lower() for s in self.skip_kinds}
+        skip = {s.lower() for s in self.skip_kinds} | set(NEVER_MIRRORED)
         return [i.token for i in KINDS if i.mirrored and i.token not in skip]
 
 
@@ -142,10 +143,14 @@ class AdmissionTermConfig(_Cfg, frozen=True, kw_only=True):
     progress_log_s: float = 10.0  # while waiting to start deciding, say what for this often
     status_interval_s: float = 0.5  # queue statuses at most this often while busy (see Partition)
     pending_interval_s: float = 0.25  # a workload's pending condition at most this often (see PendingPacer)
+    solve_timeout_s: float = 5.0  # one kq.v1.tas.solve request (topology-aware placement)
+    solve_retry_s: float = 0.2  # first wait before asking an unresponsive topology solver again
+    slow_solve_s: float = 0.5  # a placement answer slower than this is logged
     record_events: bool = True  # Kubernetes Events for decisions, as Kueue records them (off: a write less each)
 
     def __post_init__(self) -> None:
         _not_negative(self, "max_round_s", "spin_guard_s", "status_interval_s", "pending_interval_s")
+        _positive(self, "solve_timeout_s", "solve_retry_s", "slow_solve_s")
         _positive(self, "fence_poll_s", "replay_batch", "progress_log_s")
 
 

@@ -55,9 +55,9 @@ from kq.scenario.refs import is_namespaced, known_kind
 SUPPORTED: dict[str, bool] = {
     "fairSharing": True,
     "waitForPodsReady": True,
-    "multiKueue": False,
+    "multiKueue": True,
     "admissionFairSharing": False,
-    "topologyAwareScheduling": False,
+    "topologyAwareScheduling": True,
     "admissionChecks": False,
 }
 assert set(SUPPORTED) == set(features.FEATURES)

@@ -25,6 +25,7 @@ from kq.scenario.observed import (
     ObservedWorkload,
     observe_cluster_queue,
     observe_workload,
+    topology_view,
 )
 from kq.scenario.refs import canonical_kind, resolve_workload
 
@@ -60,10 +61,16 @@ class Observer:
         workloads: dict[str, ObservedWorkload | None] = {}
         if check.workloads:
             wls = await self.workloads(self.manager)
+            view = None
+            if any(a.topology_assignment is not None for w in wls if w.status.admission is not None
+                   for a in w.status.admission.pod_set_assignments):
+                view = topology_view(await self._list(self.manager, "ResourceFlavor"),
+                                     await self._list(self.manager, "Topology"),
+                                     await self._list(self.manager, "Node"))
             for key in check.workloads:
                 ns, _, name = key.partition("/")
                 wl = resolve_workload(wls, ns, name)
-                workloads[key] = observe_workload(wl) if wl is not None else None
+                workloads[key] = observe_workload(wl, view) if wl is not None else None
         cluster_queues: dict[str, ObservedClusterQueue | None] = {}
         if check.cluster_queues:
             listed_cqs: list[ClusterQueue] = await self._list(self.manager, "ClusterQueue")
@@ -79,7 +86,7 @@ class Observer:
                 if canonical_kind(o.kind) == "Workload":
                     listed = listed if listed is not None else await self.workloads(cluster)
                     assert o.ref.namespace is not None
-                    found.append(resolve_workload(listed, o.ref.namespace, o.ref.name) is not None)
+                    found.append(await self._remote_workload(cluster, listed, o.ref.namespace, o.ref.name))
                 else:
                     found.append(await self._exists(cluster, o))
             remote[cluster] = ObservedRemote(
@@ -87,6 +94,17 @@ class Observer:
                 absent=tuple(o.label() for o, f in zip(asked, found, strict=False) if not f),
             )
         return Observed(workloads=workloads, cluster_queues=cluster_queues, remote=remote)
+
+    async def _remote_workload(self, cluster: str, listed: list[Workload], ns: str, name: str) -> bool:
+        """A copy on a worker that no Job there owns yet (MultiKueue: not admitted there) has the
+        manager Workload's name: resolve NAME on the manager, then look for that name."""
+        if resolve_workload(listed, ns, name) is not None:
+            return True
+        if cluster == self.manager:
+            return False
+        local = resolve_workload(await self.workloads(self.manager), ns, name)
+        return local is not None and any(
+            w.metadata.namespace == ns and w.metadata.name == local.metadata.name for w in listed)
 
     async def _exists(self, cluster: str, obj: RemoteObject) -> bool:
         try:

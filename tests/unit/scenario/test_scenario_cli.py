@@ -62,7 +62,7 @@ def test_validate_subcommand(invalid_file, capsys) -> None:
     assert "steps[1].pods.ready" in capsys.readouterr().err
 
 
-OWN_FILES = sorted((OWN_SCENARIOS / "core").glob("*.yaml"))
+OWN_FILES = sorted((OWN_SCENARIOS / "core").glob("*.yaml")) + sorted((OWN_SCENARIOS / "multikueue").glob("*.yaml"))
 
 
 def test_own_scenarios_exist() -> None:
