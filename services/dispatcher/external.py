@@ -9,17 +9,15 @@ KQ_MK, and an MkNomination on kq.v1.mk.nominate.<ns>.<name> becomes status.nomin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import msgspec
 
 from kq import subjects
 from kq.api.kueue import Workload
 from kq.messages import MkPendingWorkload, MkPodSet, mk_nomination_decoder
+from kq.mirror import MirrorView
 from kq.runtime import Bus, Delivery, PermanentError
-
-if TYPE_CHECKING:
-    from services.dispatcher.term import Term
 
 DURABLE = "dispatcher-nominations"
 
@@ -38,8 +36,17 @@ def pending_message(wl: Workload, check: str, clusters: list[str]) -> MkPendingW
                              clusters=tuple(sorted(clusters)), pod_sets=tuple(pod_sets), priority=wl.spec.priority)
 
 
+class Nominator(Protocol):
+    """What the door needs of the dispatcher's term (services.dispatcher.term.Term)."""
+
+    manager: str
+    view: MirrorView
+
+    async def send_nomination(self, wl: Workload, clusters: tuple[str, ...], msg_id: str) -> None: ...
+
+
 class ExternalDoor:
-    def __init__(self, bus: Bus, term: Term) -> None:
+    def __init__(self, bus: Bus, term: Nominator) -> None:
         self.bus = bus
         self.term = term
 
