@@ -13,10 +13,16 @@
   labels, annotations, nodeSelector, tolerations, affinity and schedulingGates while the Job
   is suspended and has not started (status.startTime unset), as Kueue relies on.
 - JobSet: replicas default 1; a labelled JobSet is created suspended (Kueue's webhook).
+- Pod (Kueue's pod webhook): a pod labelled with a queue name, not bound and not run by a
+  Job or JobSet (their own integrations queue those), gets the `kueue.x-k8s.io/admission`
+  scheduling gate and the `kueue.x-k8s.io/managed` label.
+- Deployment / StatefulSet (Kueue's webhooks): the queue name goes onto the pod template;
+  a StatefulSet's pods also form one serving pod group of `replicas` pods.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +49,8 @@ class ClusterAdmission:
             _default_job(rt, obj)
         elif key == "jobsets.jobset.x-k8s.io":
             _default_jobset(rt, obj)
+        elif key in ("deployments.apps", "statefulsets.apps"):
+            _default_serving(rt, obj)
 
     def on_update(self, store: Store, rt: ResourceType, old: Mapping[str, Any], new: dict[str, Any]) -> None:
         key = rt.key
@@ -76,6 +84,7 @@ def _default_pod(store: Store, rt: ResourceType, pod: dict[str, Any]) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec["priority"] = _priority(store, rt, name, spec.get("priorityClassName"))
+    _gate_queued_pod(pod)
     pod["status"] = {"phase": "Pending", "qosClass": _qos(spec["containers"])}
     if spec.get("schedulingGates"):
         pod["status"]["conditions"] = [{
@@ -248,3 +257,45 @@ def _default_jobset(rt: ResourceType, js: dict[str, Any]) -> None:
     spec.setdefault("suspend", False)
     if (js["metadata"].get("labels") or {}).get(QUEUE_LABEL):
         spec["suspend"] = True  # Kueue's JobSet webhook
+
+
+# --- Kueue's pod, Deployment and StatefulSet webhooks -----------------------------------------
+
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+MANAGED_LABEL = "kueue.x-k8s.io/managed"
+GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
+GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+GROUP_SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
+_OWN_INTEGRATION = ("Job", "JobSet")
+
+
+def _gate_queued_pod(pod: dict[str, Any]) -> None:
+    meta = pod["metadata"]
+    if not (meta.get("labels") or {}).get(QUEUE_LABEL) or pod["spec"].get("nodeName"):
+        return
+    if any(r.get("controller") and r.get("kind") in _OWN_INTEGRATION for r in meta.get("ownerReferences") or ()):
+        return
+    gates = pod["spec"].setdefault("schedulingGates", [])
+    if not any(g.get("name") == ADMISSION_GATE for g in gates):
+        gates.append({"name": ADMISSION_GATE})
+    meta["labels"][MANAGED_LABEL] = "true"
+
+
+def _default_serving(rt: ResourceType, obj: dict[str, Any]) -> None:
+    meta = obj["metadata"]
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("template"), dict):
+        raise invalid(rt, meta["name"], "spec.template", None, "Required value")
+    spec.setdefault("replicas", 1)
+    queue = (meta.get("labels") or {}).get(QUEUE_LABEL)
+    if not queue:
+        return
+    tmeta = spec["template"].setdefault("metadata", {})
+    labels = tmeta.setdefault("labels", {})
+    labels[QUEUE_LABEL] = queue
+    if rt.kind == "StatefulSet":
+        digest = hashlib.sha1(f"StatefulSet\napps\n{meta['name']}\n{meta['uid']}".encode()).hexdigest()[:5]
+        labels[GROUP_NAME_LABEL] = f"statefulset-{meta['name']}-{digest}"
+        annotations = tmeta.setdefault("annotations", {})
+        annotations[GROUP_TOTAL_COUNT_ANNOTATION] = str(spec["replicas"])
+        annotations[GROUP_SERVING_ANNOTATION] = "true"

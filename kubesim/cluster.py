@@ -14,6 +14,7 @@ from kubesim.controllers.jobsets import JobSetController
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.ownership import controller_ref, owner, pod_names, runner_uids
 from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.serving import ServingControllers
 from kubesim.faults import Faults
 from kubesim.resources import JOBSETS
 from kubesim.store import Store
@@ -41,6 +42,7 @@ class Cluster:
         self.gc = GarbageCollector(self)
         self.jobs = JobController(self)
         self.jobsets = JobSetController(self)
+        self.serving = ServingControllers(self)
         self.scheduler = Scheduler(self)
         self.kubelet = Kubelet(self)
 
@@ -79,7 +81,8 @@ class Cluster:
     # --- settledness ---
 
     def pending_work(self) -> int:
-        queues = (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue)
+        queues = (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
+                  *self.serving.queues)
         return self.timers.pending() + sum(q.pending() for q in queues)
 
     def state(self) -> dict[str, Any]:
@@ -94,6 +97,7 @@ class Cluster:
 
     def close(self) -> None:
         self.timers.close()
-        for q in (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue):
+        for q in (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
+                  *self.serving.queues):
             q.close()
         self.store.hub.cut_all("disconnect")

@@ -20,6 +20,7 @@ from kq.obs import get_logger
 
 CACHED_KINDS = (
     "job", "workload", "resourceflavor", "workloadpriorityclass", "priorityclass", "clusterqueue", "localqueue",
+    "jobset", "pod",  # the framework integrations (services/watcher/frameworks.py)
 )
 NsName = tuple[str, str]
 

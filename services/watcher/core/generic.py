@@ -83,7 +83,8 @@ def reconcile(
         if wl is None:
             return Skip(reason="JobFinished")
         reason = k.FINISHED_SUCCEEDED if succeeded else k.FINISHED_FAILED
-        return _status(wl, ws.finish(wl, reason, message, now), f"{ad.kind} {reason.lower()}") or Skip(reason="Finished")
+        finished = ws.finish(wl, reason, message, now)
+        return _status(wl, finished, f"{ad.kind} {reason.lower()}") or Skip(reason="Finished")
 
     if wl is None:
         step = ad.stop(job, None)
@@ -110,7 +111,8 @@ def reconcile(
         if step is not None:
             return step
         if ws.has_quota_reservation(wl) and not ad.is_active(job):
-            return _status(wl, ws.finish_eviction(wl, now), f"{ad.kind} stopped after eviction") or Skip(reason="Evicted")
+            released = ws.finish_eviction(wl, now)
+            return _status(wl, released, f"{ad.kind} stopped after eviction") or Skip(reason="Evicted")
         return Skip(reason="Evicted")
 
     if ad.is_suspended(job):
@@ -119,7 +121,8 @@ def reconcile(
         queue = ad.queue_name(job)
         if not ws.has_quota_reservation(wl) and queue and wl.spec.queue_name != queue:
             renamed = replace(wl, spec=replace(wl.spec, queue_name=queue))
-            return patch_write("workload", wl, renamed, status=False, why="queue name changed") or Skip(reason="Waiting")
+            return (patch_write("workload", wl, renamed, status=False, why="queue name changed")
+                    or Skip(reason="Waiting"))
         return Skip(reason="WaitingForAdmission")
 
     if not ws.is_admitted(wl):
@@ -134,5 +137,6 @@ def reconcile_orphan(wl: Workload, now: str) -> Action | Skip:
     if ws.is_finished(wl):
         return _remove_finalizer(wl, "workload finished") or Skip(reason="Finished")
     if ws.is_evicted(wl) and ws.has_quota_reservation(wl):
-        return _status(wl, ws.finish_eviction(wl, now), "evicted workload without its object") or Skip(reason="Evicted")
+        released = ws.finish_eviction(wl, now)
+        return _status(wl, released, "evicted workload without its object") or Skip(reason="Evicted")
     return Skip(reason="Idle")

@@ -242,7 +242,25 @@ def _jobset(js: core.JobSet) -> list[FieldError]:
     return errors
 
 
+_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+_GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+
+
+def _pod(pod: core.Pod) -> list[FieldError]:
+    """Kueue's pod webhook: a pod group member states the group's size as a positive integer."""
+    if not pod.metadata.labels.get(_GROUP_LABEL):
+        return []
+    path = f"metadata.annotations[{_GROUP_TOTAL}]"
+    raw = pod.metadata.annotations.get(_GROUP_TOTAL)
+    if raw is None:
+        return [FieldError(path, f"required on a pod labelled {_GROUP_LABEL}")]
+    if not raw.isdigit() or int(raw) < 1:
+        return [FieldError(path, f"must be a positive integer, got {raw!r}")]
+    return []
+
+
 _RULES: dict[type, Callable[[Any], list[FieldError]]] = {
+    core.Pod: _pod,
     kueue.ClusterQueue: _cluster_queue,
     kueue.Cohort: _cohort,
     kueue.LocalQueue: _local_queue,

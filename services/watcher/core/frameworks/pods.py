@@ -100,14 +100,15 @@ class PodAdapter(Adapter[PodGroup]):
         values = {p.metadata.annotations.get(GROUP_TOTAL_COUNT_ANNOTATION) for p in job.pods}
         if len(values) != 1:
             shown = ", ".join(sorted(repr(v) for v in values))
-            return f"PodGroupTotalCountMismatch: members of group {job.name!r} disagree on {GROUP_TOTAL_COUNT_ANNOTATION}: {shown}"
+            return (f"PodGroupTotalCountMismatch: members of group {job.name!r} disagree on "
+                    f"{GROUP_TOTAL_COUNT_ANNOTATION}: {shown}")
         raw = values.pop()
         try:
             total = int(raw or "")
         except ValueError:
-            return f"InvalidPodGroupTotalCount: annotation {GROUP_TOTAL_COUNT_ANNOTATION} must be an integer, got {raw!r}"
+            return f"InvalidPodGroupTotalCount: {GROUP_TOTAL_COUNT_ANNOTATION} must be an integer, got {raw!r}"
         if total < 1:
-            return f"InvalidPodGroupTotalCount: annotation {GROUP_TOTAL_COUNT_ANNOTATION} must be at least 1, got {total}"
+            return f"InvalidPodGroupTotalCount: {GROUP_TOTAL_COUNT_ANNOTATION} must be at least 1, got {total}"
         return total
 
     def waiting_reason(self, job: PodGroup) -> str | None:
