@@ -12,7 +12,8 @@
   Updates: selector and completions are immutable; the pod template is immutable except
   labels, annotations, nodeSelector, tolerations, affinity and schedulingGates while the Job
   is suspended and has not started (status.startTime unset), as Kueue relies on.
-- JobSet: replicas default 1; a labelled JobSet is created suspended (Kueue's webhook).
+- JobSet: replicas default 1, pod restartPolicy default OnFailure (JobSet's webhook); a
+  labelled JobSet is created suspended (Kueue's webhook).
 - Pod (Kueue's pod webhook): a pod labelled with a queue name, not bound and not run by a
   Job or JobSet (their own integrations queue those), gets the `kueue.x-k8s.io/admission`
   scheduling gate and the `kueue.x-k8s.io/managed` label.
@@ -254,6 +255,10 @@ def _default_jobset(rt: ResourceType, js: dict[str, Any]) -> None:
         if not isinstance(rj, dict) or not rj.get("name") or not isinstance(rj.get("template"), dict):
             raise invalid(rt, name, f"spec.replicatedJobs[{i}]", None, "name and template are required")
         rj.setdefault("replicas", 1)
+        # The JobSet webhook: a pod template without a restartPolicy gets OnFailure.
+        pod_spec = ((rj["template"].get("spec") or {}).get("template") or {}).get("spec")
+        if isinstance(pod_spec, dict):
+            pod_spec.setdefault("restartPolicy", "OnFailure")
     spec.setdefault("suspend", False)
     if (js["metadata"].get("labels") or {}).get(QUEUE_LABEL):
         spec["suspend"] = True  # Kueue's JobSet webhook

@@ -66,6 +66,10 @@ def _terminal(pod: Pod) -> bool:
     return pod.status.phase in _TERMINAL
 
 
+def _serving(job: PodGroup) -> bool:
+    return job.group and bool(job.pods) and job.pods[0].metadata.annotations.get(GROUP_SERVING_ANNOTATION) == "true"
+
+
 def _role(pod: Pod) -> str:
     """Kueue's role hash: pods with the same shape share a podset."""
     spec = pod.spec
@@ -120,7 +124,7 @@ class PodAdapter(Adapter[PodGroup]):
         if isinstance(total, str):
             return total
         live = [p for p in job.pods if p.metadata.deletion_timestamp is None]
-        if len(live) < total:
+        if len(live) < total and not (live and _serving(job)):  # a serving group is admitted on its first pod
             return f"WaitingForPodGroup: {len(live)} of {total} pods of group {job.name!r} exist"
         if len(live) > total:
             return f"PodGroupTooBig: {len(live)} pods in group {job.name!r}, {GROUP_TOTAL_COUNT_ANNOTATION} is {total}"
@@ -149,6 +153,11 @@ class PodAdapter(Adapter[PodGroup]):
     def pod_sets(self, job: PodGroup) -> tuple[PodSet, ...]:
         if not job.group:
             return (PodSet(name="main", template=_template(job.pods[0]), count=1),) if job.pods else ()
+        total = self.total_count(job)
+        live = [p for p in job.pods if p.metadata.deletion_timestamp is None]
+        if _serving(job) and isinstance(total, int) and live:
+            # Kueue's fast admission for serving groups: the whole group from its first pod.
+            return (PodSet(name=_role(live[0]), template=_template(live[0]), count=total),)
         roles: dict[str, list[Pod]] = {}
         for p in job.pods:
             if p.metadata.deletion_timestamp is None:
@@ -168,7 +177,7 @@ class PodAdapter(Adapter[PodGroup]):
         if not job.pods:
             return False, True, ""
         if job.group:
-            if job.pods[0].metadata.annotations.get(GROUP_SERVING_ANNOTATION) == "true":
+            if _serving(job):
                 return False, True, ""
             total = self.total_count(job)
             ended = [p for p in job.pods if _terminal(p) and p.metadata.deletion_timestamp is None]  # not stopped by us
