@@ -65,7 +65,8 @@ class ServingControllers:
         self._store = cluster.store
         self.deployments: WorkQueue[Key] = WorkQueue("deployment", per_key(self.reconcile_deployment, "deployment"))
         self.replicasets: WorkQueue[Key] = WorkQueue("replicaset", per_key(self.reconcile_replicaset, "replicaset"))
-        self.statefulsets: WorkQueue[Key] = WorkQueue("statefulset", per_key(self.reconcile_statefulset, "statefulset"))
+        self.statefulsets: WorkQueue[Key] = WorkQueue("statefulset",
+                                                      per_key(self.reconcile_statefulset, "statefulset"))
         self.queues = (self.deployments, self.replicasets, self.statefulsets)
         self._store.subscribe(DEPLOYMENTS, self._on_self(self.deployments))
         self._store.subscribe(REPLICASETS, self._on_self(self.replicasets))
@@ -102,7 +103,8 @@ class ServingControllers:
         digest = hashlib.sha256(_enc(template)).hexdigest()[:10]
         current = f"{name}-{digest}"
         replicas = int(spec.get("replicas", 1))
-        sets: dict[str, Any] = {x.obj["metadata"]["name"]: x.obj for x in owned(self._store, d["metadata"]["uid"], REPLICASETS)}
+        sets: dict[str, Any] = {x.obj["metadata"]["name"]: x.obj
+                                for x in owned(self._store, d["metadata"]["uid"], REPLICASETS)}
         if current not in sets:
             t = _copy(_enc(template))
             t.setdefault("metadata", {}).setdefault("labels", {})[HASH_LABEL] = digest

@@ -54,7 +54,10 @@ def _template(cpu: str = "1") -> PodTemplateSpec:
         restart_policy="OnFailure"))
 
 
-def jobset(*, suspend: bool = True, queue: str | None = "lq", status: JobSetStatus = JobSetStatus()) -> JobSet:
+NO_STATUS = JobSetStatus()
+
+
+def jobset(*, suspend: bool = True, queue: str | None = "lq", status: JobSetStatus = NO_STATUS) -> JobSet:
     labels = {k.QUEUE_NAME_LABEL: queue} if queue else {}
     rjs = (
         ReplicatedJob(name="workers", replicas=2,
