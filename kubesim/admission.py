@@ -267,6 +267,7 @@ def _default_jobset(rt: ResourceType, js: dict[str, Any]) -> None:
 # --- Kueue's pod, Deployment and StatefulSet webhooks -----------------------------------------
 
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
@@ -298,6 +299,8 @@ def _default_serving(rt: ResourceType, obj: dict[str, Any]) -> None:
     tmeta = spec["template"].setdefault("metadata", {})
     labels = tmeta.setdefault("labels", {})
     labels[QUEUE_LABEL] = queue
+    if priority := (meta.get("labels") or {}).get(PRIORITY_LABEL):
+        labels[PRIORITY_LABEL] = priority
     if rt.kind == "StatefulSet":
         digest = hashlib.sha1(f"StatefulSet\napps\n{meta['name']}\n{meta['uid']}".encode()).hexdigest()[:5]
         labels[GROUP_NAME_LABEL] = f"statefulset-{meta['name']}-{digest}"

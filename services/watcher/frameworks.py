@@ -183,7 +183,9 @@ class FrameworkIntegration:
         ad = self.adapters[token]
         if token == "jobset":
             js: JobSet | None = self.objects.get("jobset", ns, name)
-            if js is None or managed_elsewhere(js):
+            if js is None:
+                return None, self._orphan("JobSet", ns, name)
+            if managed_elsewhere(js):
                 return None, None
             owned = [w for w in self.objects.workloads_of(js.metadata.uid) if ad.owns(w, js)]
             live = [w for w in owned if w.metadata.deletion_timestamp is None]
@@ -191,7 +193,9 @@ class FrameworkIntegration:
             return js, found[0] if found else None
         if token == "pod":
             pod: Pod | None = self.objects.get("pod", ns, name)
-            if pod is None or not is_queued_pod(pod) or group_name(pod):
+            if pod is None:
+                return None, self._orphan("Pod", ns, name)
+            if not is_queued_pod(pod) or group_name(pod):
                 return None, None
             view = PodGroup(namespace=ns, name=name, group=False, pods=(pod,))
             wl = self.objects.get("workload", ns, ad.workload_name(view))
@@ -200,6 +204,15 @@ class FrameworkIntegration:
         pods = tuple(p for m in members if (p := self.objects.get("pod", ns, m)) is not None and is_queued_pod(p))
         wl = self.objects.get("workload", ns, name)
         return (PodGroup(namespace=ns, name=name, group=True, pods=pods) if pods else None), wl
+
+    def _orphan(self, kind: str, ns: str, name: str) -> Workload | None:
+        """The Workload a vanished object controlled (to release its quota and let it go); a scan,
+        but only for objects that are gone."""
+        for wl in self.objects.all("workload"):
+            ref = wl.metadata.controller_ref()
+            if wl.metadata.namespace == ns and ref is not None and ref.kind == kind and ref.name == name:
+                return wl
+        return None
 
     async def _reconcile(self, key: Key) -> float | None:
         """One step: the write's own watch event brings the key back for the next one, so every

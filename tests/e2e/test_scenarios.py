@@ -17,14 +17,16 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_EXAMPLES = REPO.parent / "shared" / "scenarios" / "examples"
-FILES = sorted(SHARED_EXAMPLES.glob("core/*.yaml")) + sorted((REPO / "scenarios" / "core").glob("*.yaml"))
+FILES = (sorted(SHARED_EXAMPLES.glob("core/*.yaml")) + sorted((REPO / "scenarios" / "core").glob("*.yaml"))
+         + sorted((REPO / "scenarios" / "integrations").glob("*.yaml")))
 RUN_TIMEOUT_S = 150  # stack start-up, the timeline (seconds), settling (bounded by the harness at 60 s)
 
 pytestmark = pytest.mark.e2e
 
 
 def test_scenario_files_are_found() -> None:
-    assert len(FILES) >= 12, f"scenario files missing: looked in {SHARED_EXAMPLES} and {REPO / 'scenarios'}"
+    assert len([f for f in FILES if f.parent.name == "integrations"]) >= 10, "integration scenarios missing"
+    assert len(FILES) >= 22, f"scenario files missing: looked in {SHARED_EXAMPLES} and {REPO / 'scenarios'}"
 
 
 def _explain(proc: subprocess.CompletedProcess[str]) -> str:
