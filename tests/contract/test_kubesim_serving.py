@@ -4,6 +4,7 @@ StatefulSets create their ordinals in order and recreate deleted ones."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -106,7 +107,7 @@ async def test_a_statefulset_is_one_serving_group_created_in_order(apps: AppsV1A
 
     await eventually(first_only, what="OrderedReady: db-0 only, gated")
     for i in range(3):  # ungating each as it comes lets the next one be created
-        await eventually(lambda i=i: _exists(core, f"db-{i}"), what=f"db-{i} created")
+        await eventually(_exists(core, f"db-{i}"), what=f"db-{i} created")
         await core.patch_namespaced_pod(f"db-{i}", "default", {"spec": {"schedulingGates": None}}, _content_type=MERGE)
 
     async def all_ready() -> Any:
@@ -117,5 +118,7 @@ async def test_a_statefulset_is_one_serving_group_created_in_order(apps: AppsV1A
     await eventually(all_ready, what="three ready replicas")
 
 
-async def _exists(core: CoreV1Api, name: str) -> bool:
-    return any(p.metadata.name == name for p in await _pods(core, "db"))
+def _exists(core: CoreV1Api, name: str) -> Callable[[], Awaitable[bool]]:
+    async def probe() -> bool:
+        return any(p.metadata.name == name for p in await _pods(core, "db"))
+    return probe
