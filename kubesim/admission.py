@@ -18,7 +18,9 @@
   Job or JobSet (their own integrations queue those), gets the `kueue.x-k8s.io/admission`
   scheduling gate and the `kueue.x-k8s.io/managed` label.
 - Deployment / StatefulSet (Kueue's webhooks): the queue name goes onto the pod template;
-  a StatefulSet's pods also form one serving pod group of `replicas` pods.
+  a StatefulSet's pods also form one serving pod group of `replicas` pods (fast admission).
+- LeaderWorkerSet (Kueue's webhook): the queue name goes onto its templates; each group
+  (leader and workers) becomes one serving pod group of `size` pods.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class ClusterAdmission:
             _default_jobset(rt, obj)
         elif key in ("deployments.apps", "statefulsets.apps"):
             _default_serving(rt, obj)
+        elif key == "leaderworkersets.leaderworkerset.x-k8s.io":
+            _default_lws(rt, obj)
 
     def on_update(self, store: Store, rt: ResourceType, old: Mapping[str, Any], new: dict[str, Any]) -> None:
         key = rt.key
@@ -268,6 +272,10 @@ def _default_jobset(rt: ResourceType, js: dict[str, Any]) -> None:
 
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+GROUP_FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
 MANAGED_LABEL = "kueue.x-k8s.io/managed"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
@@ -285,6 +293,14 @@ def _gate_queued_pod(pod: dict[str, Any]) -> None:
     if not any(g.get("name") == ADMISSION_GATE for g in gates):
         gates.append({"name": ADMISSION_GATE})
     meta["labels"][MANAGED_LABEL] = "true"
+    lws = meta["labels"].get(LWS_NAME_LABEL)
+    if lws:  # Kueue's LeaderWorkerSet integration: each group of leader and workers is one serving pod group
+        index = meta["labels"].get(LWS_GROUP_INDEX_LABEL) or meta["labels"].get("apps.kubernetes.io/pod-index", "0")
+        meta["labels"][LWS_GROUP_INDEX_LABEL] = index
+        meta["labels"][GROUP_NAME_LABEL] = f"leaderworkerset-{lws}-{index}"
+        annotations = meta.setdefault("annotations", {})
+        annotations[GROUP_TOTAL_COUNT_ANNOTATION] = annotations.get(LWS_SIZE_ANNOTATION, "1")
+        annotations[GROUP_SERVING_ANNOTATION] = "true"
 
 
 def _default_serving(rt: ResourceType, obj: dict[str, Any]) -> None:
@@ -307,3 +323,24 @@ def _default_serving(rt: ResourceType, obj: dict[str, Any]) -> None:
         annotations = tmeta.setdefault("annotations", {})
         annotations[GROUP_TOTAL_COUNT_ANNOTATION] = str(spec["replicas"])
         annotations[GROUP_SERVING_ANNOTATION] = "true"
+        annotations[GROUP_FAST_ADMISSION_ANNOTATION] = "true"  # OrderedReady: admitted on the first pod
+
+
+def _default_lws(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """LWS defaults (replicas 1, size 1) and Kueue's LWS webhook: the queue and priority labels
+    onto the leader and worker templates."""
+    meta = obj["metadata"]
+    spec = obj.get("spec")
+    lwt = spec.get("leaderWorkerTemplate") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(lwt, dict) or not isinstance(lwt.get("workerTemplate"), dict):
+        raise invalid(rt, meta["name"], "spec.leaderWorkerTemplate.workerTemplate", None, "Required value")
+    spec.setdefault("replicas", 1)
+    lwt.setdefault("size", 1)
+    labels = meta.get("labels") or {}
+    carried = {k: labels[k] for k in (QUEUE_LABEL, PRIORITY_LABEL) if labels.get(k)}
+    if not carried:
+        return
+    for t in ("leaderTemplate", "workerTemplate"):
+        if isinstance(lwt.get(t), dict):
+            tl = lwt[t].setdefault("metadata", {}).setdefault("labels", {})
+            tl.update(carried)

@@ -12,6 +12,7 @@ from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.jobsets import JobSetController
 from kubesim.controllers.kubelet import Kubelet
+from kubesim.controllers.leaderworkersets import LeaderWorkerSetController
 from kubesim.controllers.ownership import controller_ref, owner, pod_names, runner_uids
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.serving import ServingControllers
@@ -43,6 +44,7 @@ class Cluster:
         self.jobs = JobController(self)
         self.jobsets = JobSetController(self)
         self.serving = ServingControllers(self)
+        self.leaderworkersets = LeaderWorkerSetController(self)
         self.scheduler = Scheduler(self)
         self.kubelet = Kubelet(self)
 
@@ -82,7 +84,7 @@ class Cluster:
 
     def pending_work(self) -> int:
         queues = (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
-                  *self.serving.queues)
+                  *self.serving.queues, self.leaderworkersets.queue)
         return self.timers.pending() + sum(q.pending() for q in queues)
 
     def state(self) -> dict[str, Any]:
@@ -98,6 +100,6 @@ class Cluster:
     def close(self) -> None:
         self.timers.close()
         for q in (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
-                  *self.serving.queues):
+                  *self.serving.queues, self.leaderworkersets.queue):
             q.close()
         self.store.hub.cut_all("disconnect")

@@ -33,7 +33,7 @@ Key = tuple[str, str, str]
 JOBSET_FRAMEWORK = JobSetAdapter.framework
 POD_FRAMEWORK = PodAdapter.framework
 # Kueue frameworks whose pods run through the pod integration (their webhooks label the pod template).
-POD_BASED = ("deployment", "statefulset")
+POD_BASED = ("deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
 SUPPORTED = (JOBSET_FRAMEWORK, POD_FRAMEWORK, *POD_BASED)
 _BASE_KINDS = ("workload", "resourceflavor", "workloadpriorityclass", "priorityclass")
 

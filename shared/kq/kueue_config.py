@@ -25,7 +25,8 @@ V1BETA1 = "config.kueue.x-k8s.io/v1beta1"
 KIND = "Configuration"
 JOB_FRAMEWORK = "batch/job"
 # The job integrations kq has (Kueue's framework names); the others are refused by name.
-KQ_FRAMEWORKS = frozenset((JOB_FRAMEWORK, "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset"))
+KQ_FRAMEWORKS = frozenset((JOB_FRAMEWORK, "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset",
+                           "leaderworkerset.x-k8s.io/leaderworkerset"))
 # What Kueue's release manifest (config/components/manager/controller_manager_config.yaml) enables:
 # kq's default when `integrations.frameworks` is not given, so that a fresh `kq up` behaves as an
 # installed Kueue does.

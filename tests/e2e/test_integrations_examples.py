@@ -153,6 +153,19 @@ async def test_statefulset_sample_is_admitted_as_one_group_and_keeps_serving(sta
     await eventually(running, timeout=60, interval=0.5, what="the StatefulSet's three pods run in order")
 
 
+async def test_leaderworkerset_sample_runs_each_group_as_one_workload(stack: Path) -> None:
+    done = await kq(stack, "apply", "-f", str(SAMPLES / "sample-leaderworkerset.yaml"))
+    assert done.code == 0, done
+    await wait_workloads(stack, "leaderworkerset-nginx-leaderworkerset-", {"Admitted"}, count=2)
+
+    async def running() -> dict[str, str]:
+        got = await pod_states(stack, "nginx-leaderworkerset-")
+        assert len(got) == 6 and set(got.values()) == {"Running"}, got
+        return got
+
+    await eventually(running, timeout=60, interval=0.5, what="two groups of a leader and two workers run")
+
+
 async def test_a_framework_kq_lacks_is_refused_not_run_unqueued(stack: Path) -> None:
     ray_job = ("apiVersion: ray.io/v1\nkind: RayJob\nmetadata:\n  name: rayjob-sample\n"
                "  labels: {kueue.x-k8s.io/queue-name: user-queue}\nspec: {entrypoint: python x.py}\n")

@@ -1,4 +1,5 @@
-"""apps/v1 kinds kq's serving integrations read: Deployment, ReplicaSet, StatefulSet.
+"""The serving kinds kq's integrations read: apps/v1 Deployment, ReplicaSet, StatefulSet, and
+leaderworkerset.x-k8s.io/v1 LeaderWorkerSet.
 
 Lenient like kq.api.core: the fields kq reads, the rest ignored. Their pods are
 queued by the pod integration (Kueue's Deployment and StatefulSet webhooks put the
@@ -10,7 +11,8 @@ from __future__ import annotations
 from kq.api.core import PodTemplateSpec
 from kq.api.meta import K8sStruct, LabelSelector, ObjectMeta
 
-__all__ = ["DeploymentSpec", "ReplicaSetStatus", "Deployment", "ReplicaSet", "StatefulSetSpec", "StatefulSet"]
+__all__ = ["DeploymentSpec", "ReplicaSetStatus", "Deployment", "ReplicaSet", "StatefulSetSpec", "StatefulSet",
+           "LeaderWorkerTemplate", "LeaderWorkerSetSpec", "LeaderWorkerSetStatus", "LeaderWorkerSet"]
 
 
 class DeploymentSpec(K8sStruct, frozen=True, kw_only=True):
@@ -56,3 +58,27 @@ class StatefulSet(K8sStruct, frozen=True, kw_only=True):
     metadata: ObjectMeta = ObjectMeta()
     spec: StatefulSetSpec = StatefulSetSpec()
     status: ReplicaSetStatus = ReplicaSetStatus()
+
+
+class LeaderWorkerTemplate(K8sStruct, frozen=True, kw_only=True):
+    leader_template: PodTemplateSpec | None = None
+    worker_template: PodTemplateSpec = PodTemplateSpec()
+    size: int | None = None
+
+
+class LeaderWorkerSetSpec(K8sStruct, frozen=True, kw_only=True):
+    replicas: int | None = None
+    leader_worker_template: LeaderWorkerTemplate = LeaderWorkerTemplate()
+
+
+class LeaderWorkerSetStatus(K8sStruct, frozen=True, kw_only=True):
+    replicas: int = 0
+    ready_replicas: int = 0
+
+
+class LeaderWorkerSet(K8sStruct, frozen=True, kw_only=True):
+    api_version: str = ""
+    kind: str = ""
+    metadata: ObjectMeta = ObjectMeta()
+    spec: LeaderWorkerSetSpec = LeaderWorkerSetSpec()
+    status: LeaderWorkerSetStatus = LeaderWorkerSetStatus()

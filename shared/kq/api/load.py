@@ -22,7 +22,6 @@ from kq.api.validate import validate_metadata, validate_object
 
 # API groups of Kueue's job frameworks kq does not integrate yet -> Kueue's framework names.
 UNSUPPORTED_FRAMEWORKS = {
-    "leaderworkerset.x-k8s.io": "leaderworkerset.x-k8s.io/leaderworkerset",
     "kubeflow.org": "kubeflow.org (MPIJob, PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob)",
     "trainer.kubeflow.org": "trainer.kubeflow.org/trainjob",
     "ray.io": "ray.io (RayJob, RayCluster, RayService)",

@@ -84,6 +84,8 @@ KINDS: tuple[KindInfo, ...] = (
              type=apps.ReplicaSet, has_status=True, short_names=("rs",)),
     KindInfo(kind="StatefulSet", group="apps", version="v1", plural="statefulsets", namespaced=True,
              type=apps.StatefulSet, has_status=True, short_names=("sts",)),
+    KindInfo(kind="LeaderWorkerSet", group="leaderworkerset.x-k8s.io", version="v1", plural="leaderworkersets",
+             namespaced=True, type=apps.LeaderWorkerSet, has_status=True, short_names=("lws",)),
     _kueue("ResourceFlavor", "resourceflavors", False, kueue.ResourceFlavor, False, "flavor", "flavors", "rf"),
     _kueue("ClusterQueue", "clusterqueues", False, kueue.ClusterQueue, True, "cq"),
     _kueue("LocalQueue", "localqueues", True, kueue.LocalQueue, True, "queue", "queues", "lq"),

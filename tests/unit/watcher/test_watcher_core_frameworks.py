@@ -35,6 +35,7 @@ from services.watcher.core.adapter import build_workload
 from services.watcher.core.frameworks.jobset import JobSetAdapter
 from services.watcher.core.frameworks.pods import (
     ADMISSION_GATE,
+    GROUP_FAST_ADMISSION_ANNOTATION,
     GROUP_NAME_LABEL,
     GROUP_SERVING_ANNOTATION,
     GROUP_TOTAL_COUNT_ANNOTATION,
@@ -169,6 +170,7 @@ def pod(name: str, *, gated: bool = True, group: str | None = None, total: str |
         annotations[GROUP_TOTAL_COUNT_ANNOTATION] = total
     if serving:
         annotations[GROUP_SERVING_ANNOTATION] = "true"
+        annotations[GROUP_FAST_ADMISSION_ANNOTATION] = "true"
     return Pod(api_version="v1", kind="Pod",
                metadata=ObjectMeta(name=name, namespace="ns", uid=f"{name}-uid", resource_version="3", labels=labels,
                                    annotations=annotations, owner_references=(owner,) if owner else ()),

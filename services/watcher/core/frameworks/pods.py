@@ -8,7 +8,9 @@ are one Workload named after the group, created once all
 (pods whose specs are alike). Admission removes the gate and adds the flavor's node
 selector and tolerations, one pod per write; stopping deletes the pods that run
 (Kueue's Stop). A group whose pods carry `kueue.x-k8s.io/pod-group-serving: "true"`
-(a StatefulSet's) never finishes; others finish once every member has ended.
+(a StatefulSet's, a LeaderWorkerSet group) never finishes; others finish once every member has
+ended. With `kueue.x-k8s.io/pod-group-fast-admission: "true"` (a StatefulSet's, whose pods come one
+by one) the group is queued whole from its first pod.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ ADMISSION_GATE = "kueue.x-k8s.io/admission"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 GROUP_SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
+GROUP_FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
 # Pods these controllers own are queued through their owner's integration, not as pods.
 OWNED_ELSEWHERE = frozenset({"Job", "JobSet"})
 _TERMINAL = ("Succeeded", "Failed")
@@ -68,6 +71,12 @@ def _terminal(pod: Pod) -> bool:
 
 def _serving(job: PodGroup) -> bool:
     return job.group and bool(job.pods) and job.pods[0].metadata.annotations.get(GROUP_SERVING_ANNOTATION) == "true"
+
+
+def _fast(job: PodGroup) -> bool:
+    """Kueue's fast admission: the group is queued whole from its first pod (a StatefulSet's)."""
+    first = job.pods[0].metadata.annotations if job.pods else {}
+    return job.group and first.get(GROUP_FAST_ADMISSION_ANNOTATION) == "true"
 
 
 def _role(pod: Pod) -> str:
@@ -124,7 +133,7 @@ class PodAdapter(Adapter[PodGroup]):
         if isinstance(total, str):
             return total
         live = [p for p in job.pods if p.metadata.deletion_timestamp is None]
-        if len(live) < total and not (live and _serving(job)):  # a serving group is admitted on its first pod
+        if len(live) < total and not (live and _fast(job)):
             return f"WaitingForPodGroup: {len(live)} of {total} pods of group {job.name!r} exist"
         if len(live) > total:
             return f"PodGroupTooBig: {len(live)} pods in group {job.name!r}, {GROUP_TOTAL_COUNT_ANNOTATION} is {total}"
@@ -155,8 +164,8 @@ class PodAdapter(Adapter[PodGroup]):
             return (PodSet(name="main", template=_template(job.pods[0]), count=1),) if job.pods else ()
         total = self.total_count(job)
         live = [p for p in job.pods if p.metadata.deletion_timestamp is None]
-        if _serving(job) and isinstance(total, int) and live:
-            # Kueue's fast admission for serving groups: the whole group from its first pod.
+        if _fast(job) and isinstance(total, int) and live:
+            # Fast admission: the whole group from its first pod (all its pods are alike).
             return (PodSet(name=_role(live[0]), template=_template(live[0]), count=total),)
         roles: dict[str, list[Pod]] = {}
         for p in job.pods:
