@@ -1,1 +1,1 @@
-"""All-or-nothing: PodsReady timeouts, requeue backoff, deactivation (arrives with the waitForPodsReady issue)."""
+"""All-or-nothing: the waitForPodsReady timer service (PodsReady timeouts, requeue backoff, deactivation)."""

@@ -41,7 +41,7 @@ _BASE_KINDS = ("workload", "resourceflavor", "workloadpriorityclass", "priorityc
 class FrameworkIntegration:
     def __init__(self, client: KubeClient, objects: ClusterObjects, enabled: frozenset[str], *, workers: int,
                  retry_base_s: float = 0.2, retry_max_s: float = 5.0,
-                 clock: Clock = SYSTEM_CLOCK) -> None:
+                 clock: Clock = SYSTEM_CLOCK, wait_for_pods_ready: bool = False) -> None:
         self.client = client
         self.objects = objects
         self.enabled = enabled
@@ -49,6 +49,7 @@ class FrameworkIntegration:
         self.retry_base_s = retry_base_s
         self.retry_max_s = retry_max_s
         self.clock = clock
+        self.wait_for_pods_ready = wait_for_pods_ready  # keep the Workloads' PodsReady condition
         self.adapters: dict[str, Adapter[Any]] = {"jobset": JobSetAdapter(), "pod": PodAdapter(),
                                                    "podgroup": PodAdapter()}
         self._groups: dict[tuple[str, str], set[str]] = {}  # (ns, group) -> member pod names
@@ -225,7 +226,8 @@ class FrameworkIntegration:
             step = generic.reconcile_orphan(wl, now)
         else:
             step = generic.reconcile(self.adapters[key[0]], job, wl, self.objects.flavors(),
-                                     self.objects.priority_classes(), self.objects.pod_priority_classes(), now)
+                                     self.objects.priority_classes(), self.objects.pod_priority_classes(), now,
+                                     wait_for_pods_ready=self.wait_for_pods_ready)
         if isinstance(step, Skip):
             self._say(key, step.reason)
             return None

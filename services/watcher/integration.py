@@ -30,9 +30,11 @@ NEEDED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass", "p
 
 class JobIntegration:
     def __init__(self, client: KubeClient, objects: ClusterObjects, *, workers: int, max_steps: int,
-                 retry_base_s: float = 0.2, retry_max_s: float = 5.0, clock: Clock = SYSTEM_CLOCK) -> None:
+                 retry_base_s: float = 0.2, retry_max_s: float = 5.0, clock: Clock = SYSTEM_CLOCK,
+                 wait_for_pods_ready: bool = False) -> None:
         self.client = client
         self.clock = clock
+        self.wait_for_pods_ready = wait_for_pods_ready  # keep the Workloads' PodsReady condition
         self._timers: set[asyncio.Task[None]] = set()  # keys to look at again after a delay
         self.objects = objects
         self.workers = workers
@@ -144,7 +146,8 @@ class JobIntegration:
             now = rfc3339_seconds(self.clock.now())
             if job is not None:
                 step = core.reconcile_job(job, wl, self.objects.flavors(), self.objects.priority_classes(), now,
-                                          self.objects.pod_priority_classes())
+                                          self.objects.pod_priority_classes(),
+                                          wait_for_pods_ready=self.wait_for_pods_ready)
             else:
                 assert wl is not None
                 step = core.reconcile_unowned_workload(wl, now)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 from contextlib import AsyncExitStack
 
+import msgspec
+
 from kq import subjects
 from kq.config import ClusterConfig, Config
 from kq.kube import KubeClient
@@ -49,7 +51,7 @@ class ClusterWatcher:
         self.publisher = MirrorPublisher(bus, cluster, batch=settings.publish_batch, queue_size=settings.publish_queue)
         self.jobs = JobIntegration(client, self.objects, workers=settings.job_workers, max_steps=settings.max_job_steps,
                                    retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
-                                   clock=bus.clock)
+                                   clock=bus.clock, wait_for_pods_ready=bool(settings.wait_for_pods_ready))
         self.commands = CommandExecutor(bus, cluster, client, self.objects, concurrency=settings.command_concurrency,
                                         max_replans=settings.max_replans)
         kinds = settings.mirrored_kinds()
@@ -58,7 +60,8 @@ class ClusterWatcher:
         self.integrate = job_integration and all(kind in kinds for kind in NEEDED_KINDS)
         self.frameworks = FrameworkIntegration(client, self.objects, frameworks, workers=settings.job_workers,
                                                retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
-                                               clock=bus.clock)
+                                               clock=bus.clock,
+                                               wait_for_pods_ready=bool(settings.wait_for_pods_ready))
         # JobSets, pods and the rest: on when their kinds are mirrored (the switches per framework are inside).
         self.integrate_frameworks = all(kind in kinds for kind in self.frameworks.needed_kinds)
         on_job = self.jobs.on_change if self.integrate else _ignore
@@ -132,8 +135,12 @@ async def run_watchers(bus: Bus, watchers: list[ClusterWatcher]) -> None:
 
 
 async def main(bus: Bus, config: Config, settings: WatcherSettings | None = None) -> None:
+    settings = settings or config.watcher
+    if settings.wait_for_pods_ready is None:
+        wfpr = config.kueue.wait_for_pods_ready
+        settings = msgspec.structs.replace(settings, wait_for_pods_ready=wfpr is not None and wfpr.enable is not False)
     async with AsyncExitStack() as stack:
-        watchers = await connect_clusters(stack, bus, config.clusters, settings or config.watcher,
+        watchers = await connect_clusters(stack, bus, config.clusters, settings,
                                           job_integration=config.kueue.job_integration(),
                                           frameworks=config.kueue.frameworks())
         await run_watchers(bus, watchers)

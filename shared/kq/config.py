@@ -105,6 +105,9 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     max_replans: int = 10  # 409 -> re-read -> re-plan rounds for one command before naking it
     job_workers: int = 8  # Kueue: controller.groupKindConcurrency["Job.batch"]
     max_job_steps: int = 8  # writes in a row for one job before re-queueing it
+    # Keep the Workloads' PodsReady condition (Kueue's waitForPodsReady). Unset: as the `kueue:`
+    # section says (waitForPodsReady present and not `enable: false`).
+    wait_for_pods_ready: bool | None = None
 
     def __post_init__(self) -> None:
         from kq.api.registry import KINDS  # the API types are not needed by every config reader

@@ -213,13 +213,15 @@ class RequeuingStrategy(_K, frozen=True, kw_only=True):
 
 class WaitForPodsReady(_K, frozen=True, kw_only=True):
     enable: bool = True  # v1beta1 only (there it defaults to false); v1beta2: present means on
-    timeout: str = "5m"
+    timeout: str = "30m"  # v1beta2's default
     block_admission: bool = False
-    recovery_timeout: str | None = None
+    recovery_timeout: str | None = None  # None: the timeout; "0s": no recovery timeout
     requeuing_strategy: RequeuingStrategy = RequeuingStrategy()
 
     def __post_init__(self) -> None:
         _check_durations(self, "timeout", "recovery_timeout")
+        if parse_duration(self.timeout) == 0:
+            raise ValueError("timeout: must be more than 0s")
 
 
 class ClientConnection(_K, frozen=True, kw_only=True):

@@ -13,6 +13,7 @@ from typing import Literal, TypeAlias
 import msgspec
 
 from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus
+from kq.api.workload import RequeueState
 
 
 class _Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -46,6 +47,10 @@ class EvictWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="EvictWorkl
     message: str
     preemption_reason: str | None = None  # InClusterQueue, InCohortReclamation, ...
     preemptor: str | None = None  # ns/name of the workload that preempted it
+    # PodsReadyTimeout: the requeue state Kueue writes with the eviction (count+1, requeueAt after the backoff),
+    # and its underlying cause (WaitForStart, WaitForRecovery), counted in status.schedulingStats.
+    requeue_state: RequeueState | None = None
+    underlying_cause: str = ""
 
 
 class SetWorkloadPending(_WorkloadCommand, frozen=True, kw_only=True, tag="SetWorkloadPending"):
@@ -60,6 +65,13 @@ class DeactivateWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="Deact
 
     reason: str
     message: str
+
+
+class FinishRequeueBackoff(_WorkloadCommand, frozen=True, kw_only=True, tag="FinishRequeueBackoff"):
+    """The backoff after a PodsReadyTimeout eviction is over: requeueState.requeueAt cleared and
+    Requeued=True (BackoffFinished), so admission queues the workload again."""
+
+    requeue_at: str  # the requeueAt the decision was made on (RFC 3339); a different one is not ours to clear
 
 
 class SetClusterQueueStatus(_Command, frozen=True, kw_only=True, tag="SetClusterQueueStatus"):
@@ -82,6 +94,7 @@ Command = (
     | EvictWorkload
     | SetWorkloadPending
     | DeactivateWorkload
+    | FinishRequeueBackoff
     | SetClusterQueueStatus
     | SetLocalQueueStatus
     | Fence
@@ -94,6 +107,7 @@ COMMAND_KIND: dict[type, CommandKind] = {
     EvictWorkload: "workload",
     SetWorkloadPending: "workload",
     DeactivateWorkload: "workload",
+    FinishRequeueBackoff: "workload",
     SetClusterQueueStatus: "clusterqueue",
     SetLocalQueueStatus: "localqueue",
     Fence: "fence",
@@ -109,12 +123,13 @@ CommandType = Literal[
     "EvictWorkload",
     "SetWorkloadPending",
     "DeactivateWorkload",
+    "FinishRequeueBackoff",
     "SetClusterQueueStatus",
     "SetLocalQueueStatus",
     "Fence",
 ]
 WORKLOAD_COMMANDS: frozenset[CommandType] = frozenset(
-    {"AdmitWorkload", "EvictWorkload", "SetWorkloadPending", "DeactivateWorkload"}
+    {"AdmitWorkload", "EvictWorkload", "SetWorkloadPending", "DeactivateWorkload", "FinishRequeueBackoff"}
 )
 
 COMMAND_TYPE: dict[type, CommandType] = {
@@ -122,13 +137,14 @@ COMMAND_TYPE: dict[type, CommandType] = {
     EvictWorkload: "EvictWorkload",
     SetWorkloadPending: "SetWorkloadPending",
     DeactivateWorkload: "DeactivateWorkload",
+    FinishRequeueBackoff: "FinishRequeueBackoff",
     SetClusterQueueStatus: "SetClusterQueueStatus",
     SetLocalQueueStatus: "SetLocalQueueStatus",
     Fence: "Fence",
 }
 
 # Applied (nothing else to write, the object already says it), then refused.
-AppliedReason = Literal["", "AlreadyApplied", "AlreadyEvicted", "Unchanged", "Fenced"]
+AppliedReason = Literal["", "AlreadyApplied", "AlreadyEvicted", "Unchanged", "Fenced", "NotWaiting"]
 RefusalReason = Literal[
     "StaleEpoch",  # an older epoch of the writer: a newer leader has written
     "NotFound",
@@ -143,6 +159,8 @@ RefusalReason = Literal[
     "EvictionInProgress",  # still holds the quota it is being evicted from
     "Rejected",  # the API server refused the write (400)
     "Forbidden",  # the API server refused the write (403)
+    "NotInBackoff",  # the requeue backoff the decision saw is not the workload's any more
+    "BackoffNotOver",
 ]
 OutcomeReason: TypeAlias = AppliedReason | RefusalReason
 
@@ -216,3 +234,15 @@ encoder = msgspec.json.Encoder()
 
 def command_kind(cmd: Command) -> CommandKind:
     return COMMAND_KIND[type(cmd)]
+
+
+class TimerMessage(msgspec.Struct, frozen=True, kw_only=True):
+    """The body of a service's durable timer (KQ_TIMERS): when it was set for (RFC 3339 with
+    milliseconds) and what for, so the firing needs no parsing of subjects."""
+
+    service: str
+    at: str
+    purpose: str
+
+
+timer_decoder = msgspec.json.Decoder(TimerMessage)

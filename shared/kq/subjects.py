@@ -18,6 +18,7 @@ COMMANDS_STREAM = "KQ_CMD"
 EVENTS_STREAM = "KQ_EVENTS"
 MK_STREAM = "KQ_MK"
 LEASE_BUCKET = "KQ_LEASES"
+TIMERS_STREAM = "KQ_TIMERS"
 
 OBJECTS_ALL = f"{PREFIX}.obj.>"
 SYNC_ALL = f"{PREFIX}.sync.>"
@@ -26,6 +27,7 @@ EVENTS_ALL = f"{PREFIX}.evt.>"
 OUTCOMES_ALL = f"{PREFIX}.out.>"
 DEAD_LETTERS_ALL = f"{PREFIX}.dlq.>"
 TAS_SOLVE = f"{PREFIX}.tas.solve"
+TIMERS_ALL = f"{PREFIX}.timer.>"
 
 _CLUSTER_SCOPE = "_"
 
@@ -131,3 +133,18 @@ def mk_pending_subject(namespace: str, name: str) -> str:
 
 def mk_nominate_subject(namespace: str, name: str) -> str:
     return f"{PREFIX}.mk.nominate.{escape(namespace)}.{escape(name)}"
+
+
+def timer_schedule_subject(service: str, timer: str) -> str:
+    """A service's durable timer (a JetStream message schedule), named by the service: publishing on
+    it again replaces the timer, purging it cancels it."""
+    return f"{PREFIX}.timer.sched.{escape(service)}.{escape(timer)}"
+
+
+def timer_fire_subject(service: str, timer: str) -> str:
+    """Where the server stores a service's timer message when it fires."""
+    return f"{PREFIX}.timer.fire.{escape(service)}.{escape(timer)}"
+
+
+def timer_fire_filter(service: str) -> str:
+    return f"{PREFIX}.timer.fire.{escape(service)}.>"

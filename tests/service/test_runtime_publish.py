@@ -38,7 +38,9 @@ async def test_ensure_streams_is_idempotent_and_complete(bus: Bus) -> None:
     await bus.ensure_streams()  # second time: no error, no change
     infos = {si.config.name: si.config for si in await bus.js.streams_info()}
     assert set(infos) == {subjects.OBJECTS_STREAM, subjects.COMMANDS_STREAM, subjects.EVENTS_STREAM,
-                          subjects.MK_STREAM, LEASE_STREAM}
+                          subjects.MK_STREAM, subjects.TIMERS_STREAM, LEASE_STREAM}
+    timers = infos[subjects.TIMERS_STREAM]
+    assert timers.allow_msg_schedules and timers.max_msgs_per_subject == 1
     objects = infos[subjects.OBJECTS_STREAM]
     assert objects.max_msgs_per_subject == 1
     assert set(objects.subjects or []) == {subjects.OBJECTS_ALL, subjects.SYNC_ALL}
@@ -116,3 +118,19 @@ async def test_connect_gives_up_after_its_timeout() -> None:
     with pytest.raises(ConnectionError, match=f"127.0.0.1:{port}"):
         await Bus.connect(NatsConfig(url=f"nats://127.0.0.1:{port}"), "nobody", connect_timeout_s=1.0)
     assert time.monotonic() - t0 < 5
+
+
+async def test_publish_batch_stores_every_message_once(bus: Bus) -> None:
+    subject = subjects.event_subject("c1", "workload", "ns", "batch")
+    msgs = [OutMsg(subject, f"m{i}".encode(), f"batch-{i}") for i in range(300)]
+    await bus.publish_batch(msgs)
+    await bus.publish_batch(msgs[:10])  # a retry of the same decisions: dropped as duplicates
+    stored = await _stream_msgs(bus, subjects.EVENTS_STREAM, subject)
+    assert [data for _, data in stored] == [f"m{i}".encode() for i in range(300)]
+
+
+async def test_publish_batch_retries_what_the_stream_refused(bus: Bus) -> None:
+    # Not in any stream: no ack comes (no responders), so each is published again the careful way,
+    # which then fails loudly instead of being dropped.
+    with pytest.raises(Exception):
+        await bus.publish_batch([OutMsg("kq.v1.nowhere.x", b"x", "nowhere-1")], timeout_s=0.5)

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.wait import eventually
 from support.kubesim_fixtures import kube_client
+from support.wait import eventually
 from support.watcher_harness import create
 
 import kq.kube

@@ -21,6 +21,7 @@ from kq.messages import (
     DeactivateWorkload,
     EvictWorkload,
     Fence,
+    FinishRequeueBackoff,
     SetClusterQueueStatus,
     SetLocalQueueStatus,
     SetWorkloadPending,
@@ -43,12 +44,14 @@ NOT_ADMITTED = "NotAdmitted"
 QUOTA_RESERVED = "QuotaReserved"
 EVICTION_IN_PROGRESS = "EvictionInProgress"
 WRONG_KIND = "WrongKind"
+NOT_IN_BACKOFF = "NotInBackoff"
+BACKOFF_NOT_OVER = "BackoffNotOver"
 
 
 def target_ref(cmd: Command) -> tuple[str, str, str] | None:
     """(kind, namespace, name) of the object a command is about; None for Fence."""
     match cmd:
-        case AdmitWorkload() | EvictWorkload() | SetWorkloadPending() | DeactivateWorkload():
+        case AdmitWorkload() | EvictWorkload() | SetWorkloadPending() | DeactivateWorkload() | FinishRequeueBackoff():
             return "workload", cmd.namespace, cmd.name
         case SetClusterQueueStatus():
             return "clusterqueue", "", cmd.name
@@ -65,7 +68,7 @@ def plan_command(cmd: Command, current: Target, max_epoch: int, now: str) -> Pla
     match cmd:
         case Fence():
             return Skip(reason="Fenced")
-        case AdmitWorkload() | EvictWorkload() | SetWorkloadPending() | DeactivateWorkload():
+        case AdmitWorkload() | EvictWorkload() | SetWorkloadPending() | DeactivateWorkload() | FinishRequeueBackoff():
             wl = _workload(cmd, current)
             return wl if isinstance(wl, Refusal) else _plan_workload(cmd, wl, now)
         case SetClusterQueueStatus():
@@ -87,7 +90,7 @@ def _set_status(kind: str, old: ClusterQueue | LocalQueue, new: ClusterQueue | L
     return patch_write(kind, old, new, status=True, why="status from admission") or Skip(reason="Unchanged")
 
 
-WorkloadCommand = AdmitWorkload | EvictWorkload | SetWorkloadPending | DeactivateWorkload
+WorkloadCommand = AdmitWorkload | EvictWorkload | SetWorkloadPending | DeactivateWorkload | FinishRequeueBackoff
 
 
 def _plan_workload(cmd: WorkloadCommand, wl: Workload, now: str) -> Plan:
@@ -100,6 +103,8 @@ def _plan_workload(cmd: WorkloadCommand, wl: Workload, now: str) -> Plan:
             return _pending(cmd, wl, now)
         case DeactivateWorkload():
             return _deactivate(cmd, wl, now)
+        case FinishRequeueBackoff():
+            return _finish_backoff(cmd, wl, now)
 
 
 def _workload(cmd: WorkloadCommand, current: Target) -> Workload | Refusal:
@@ -149,7 +154,10 @@ def _evict(cmd: EvictWorkload, wl: Workload, now: str) -> Plan:
         return Skip(reason="AlreadyEvicted")
     if not ws.has_quota_reservation(wl):
         return Refusal(reason=NOT_ADMITTED, message="workload holds no quota")
-    new = ws.evict(wl, cmd.reason, cmd.message, now, preemption_reason=cmd.preemption_reason)
+    new = ws.evict(wl, cmd.reason, cmd.message, now, preemption_reason=cmd.preemption_reason,
+                   underlying_cause=cmd.underlying_cause)
+    if cmd.requeue_state is not None:
+        new = replace(new, status=replace(new.status, requeue_state=cmd.requeue_state))
     return _status_write(wl, new, f"evict: {cmd.reason}", "AlreadyEvicted")
 
 
@@ -182,3 +190,19 @@ def _deactivate(cmd: DeactivateWorkload, wl: Workload, now: str) -> Plan:
     cleared = replace(wl, status=replace(wl.status, conditions=conds, requeue_state=None))
     new = ws.evict(cleared, cmd.reason, cmd.message, now)
     return _status_write(wl, new, f"deactivated: {cmd.reason}", "AlreadyApplied")
+
+
+def _finish_backoff(cmd: FinishRequeueBackoff, wl: Workload, now: str) -> Plan:
+    """The workload controller's end of a PodsReadyTimeout backoff: requeueAt cleared, Requeued=True
+    BackoffFinished. Only while the workload waits out exactly the backoff the decision saw."""
+    if ws.is_finished(wl):
+        return Refusal(reason=FINISHED, message="workload is finished")
+    requeued = find_condition(wl.status.conditions, k.WORKLOAD_REQUEUED)
+    rs = wl.status.requeue_state
+    if requeued is None or requeued.status != "False" or requeued.reason != k.EVICTED_BY_PODS_READY_TIMEOUT:
+        return Skip(reason="NotWaiting")
+    if rs is not None and rs.requeue_at is not None and rs.requeue_at != cmd.requeue_at:
+        return Refusal(reason=NOT_IN_BACKOFF, message=f"requeueAt is {rs.requeue_at}, the decision saw {cmd.requeue_at}")
+    if rs is not None and rs.requeue_at is not None and rs.requeue_at > now:
+        return Refusal(reason=BACKOFF_NOT_OVER, message=f"requeueAt {rs.requeue_at} is after {now}")
+    return _status_write(wl, ws.finish_backoff(wl, now), "requeue backoff finished", "AlreadyApplied")

@@ -4,7 +4,8 @@ Same steps as the Job integration (core/jobs.py), in the words of the adapter:
 finished Workload -> drop the finalizer; Workload deleted -> stop, then let it go;
 finished object -> finish the Workload; no Workload -> make sure nothing runs,
 then create it; shape changed while waiting -> replace the Workload; evicted ->
-stop, and once nothing is active release the quota; admitted -> run with the
+stop, and once nothing is active release the quota (PodsReady kept before that, with
+waitForPodsReady); admitted -> run with the
 admission's pod set infos; running without admission -> stop.
 """
 
@@ -63,8 +64,11 @@ def reconcile(
     classes: Mapping[str, WorkloadPriorityClass],
     pod_classes: Mapping[str, PriorityClass],
     now: str,
+    *,
+    wait_for_pods_ready: bool = False,
 ) -> Action | Skip:
-    """The next step for one object of a framework and the Workload it controls (None: none yet)."""
+    """The next step for one object of a framework and the Workload it controls (None: none yet).
+    With waitForPodsReady the Workload's PodsReady condition follows the adapter's pods_ready."""
     meta = ad.meta(job)
     if meta.deletion_timestamp is not None:
         return Skip(reason="JobDeleting")
@@ -105,6 +109,11 @@ def reconcile(
         return Delete(kind="workload", namespace=wl.metadata.namespace, name=wl.metadata.name,
                       uid=wl.metadata.uid, resource_version=wl.metadata.resource_version,
                       why=f"{ad.kind} no longer matches its workload")
+
+    if wait_for_pods_ready:
+        synced = ws.sync_pods_ready(wl, ad.pods_ready(job), now)
+        if synced is not wl:
+            return _status(wl, synced, "pods ready condition") or Skip(reason="PodsReadyUnchanged")
 
     if ws.is_evicted(wl):
         step = ad.stop(job, original_infos(wl))

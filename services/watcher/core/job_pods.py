@@ -96,6 +96,11 @@ def pods_count(job: Job) -> int:
     return parallelism
 
 
+def pods_ready(job: Job) -> bool:
+    """Job.PodsReady: ready and succeeded pods cover the count the Job runs at once."""
+    return (job.status.ready or 0) + job.status.succeeded >= pods_count(job)
+
+
 def min_pods_count(job: Job) -> int | None:
     raw = job.metadata.annotations.get(k.JOB_MIN_PARALLELISM_ANNOTATION)
     if raw is None:

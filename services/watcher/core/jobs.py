@@ -96,9 +96,12 @@ def reconcile_job(
     priority_classes: dict[str, WorkloadPriorityClass],
     now: str,
     pod_priority_classes: Mapping[str, PriorityClass] | None = None,
+    *,
+    wait_for_pods_ready: bool = False,
 ) -> Action | Skip:
     """The next step for a Job and the Workload it controls (None when it has none); for a Job
-    labelled with a prebuilt Workload, `wl` is the Workload of that name, whoever controls it."""
+    labelled with a prebuilt Workload, `wl` is the Workload of that name, whoever controls it.
+    With waitForPodsReady the Workload's PodsReady condition follows the Job's pods."""
     if job.metadata.deletion_timestamp is not None:
         return Skip(reason="JobDeleting")
     if jp.prebuilt_workload_name(job):
@@ -155,6 +158,12 @@ def reconcile_job(
         return Delete(kind="workload", namespace=wl.metadata.namespace, name=wl.metadata.name,
                       uid=wl.metadata.uid, resource_version=wl.metadata.resource_version,
                       why="job no longer matches its workload")
+
+    # 5. waitForPodsReady: PodsReady from the Job's ready and succeeded pods.
+    if wait_for_pods_ready:
+        synced = ws.sync_pods_ready(wl, jp.pods_ready(job), now)
+        if synced is not wl:
+            return _workload_status(wl, synced, "pods ready condition") or Skip(reason="PodsReadyUnchanged")
 
     # 6. Eviction: stop the Job; once no pod is active, release the quota.
     if ws.is_evicted(wl):

@@ -161,7 +161,8 @@ def _reset_checks(checks: tuple[AdmissionCheckState, ...], now: str) -> tuple[Ad
     return tuple(out)
 
 
-def evict(wl: Workload, reason: str, message: str, now: str, *, preemption_reason: str | None = None) -> Workload:
+def evict(wl: Workload, reason: str, message: str, now: str, *, preemption_reason: str | None = None,
+          underlying_cause: str = "") -> Workload:
     """evict.Evict's prepareForEviction (+ the Preempted condition when preempted): Evicted=True,
     nominations and admission checks reset, eviction counted per reason. The quota stays
     reserved until the job has stopped (finish_eviction)."""
@@ -174,6 +175,7 @@ def evict(wl: Workload, reason: str, message: str, now: str, *, preemption_reaso
     if gates is not None and gates.status == "True":
         conds = set_condition(conds, _cond(wl, k.WORKLOAD_BLOCKED_ON_PREEMPTION_GATES, "False", reason, message), now)
     count_reason, cause = _split_deactivation(reason)
+    cause = cause or underlying_cause
     st = wl.status
     return replace(wl, status=replace(
         st,
@@ -236,3 +238,41 @@ def finish(wl: Workload, reason: str, message: str, now: str) -> Workload:
         return wl
     conds = set_condition(wl.status.conditions, _cond(wl, k.WORKLOAD_FINISHED, "True", reason, message), now)
     return _with_conditions(wl, conds)
+
+
+def finish_backoff(wl: Workload, now: str) -> Workload:
+    """The workload controller after a PodsReadyTimeout backoff: requeueAt cleared (the count stays),
+    Requeued=True BackoffFinished."""
+    conds = set_condition(wl.status.conditions, _cond(wl, k.WORKLOAD_REQUEUED, "True", k.REASON_BACKOFF_FINISHED,
+                                                      "The workload backoff was finished"), now)
+    rs = wl.status.requeue_state
+    return _with_conditions(wl, conds, requeue_state=replace(rs, requeue_at=None) if rs is not None else None)
+
+
+PODS_NOT_READY_MESSAGE = "Not all pods are ready or succeeded"
+PODS_WAITING_FOR_RECOVERY_MESSAGE = "At least one pod has failed, waiting for recovery"
+PODS_READY_MESSAGE = "All pods reached readiness and the workload is running"
+
+
+def pods_ready_condition(wl: Workload, pods_ready: bool) -> Condition:
+    """generatePodsReadyCondition: the PodsReady condition a job's pods imply (status, reason, message)."""
+    if not is_admitted(wl):
+        return _cond(wl, k.WORKLOAD_PODS_READY, "False", k.REASON_WAIT_FOR_START, PODS_NOT_READY_MESSAGE)
+    cur = find_condition(wl.status.conditions, k.WORKLOAD_PODS_READY)
+    recovering = cur is not None and cur.reason in (k.REASON_WAIT_FOR_RECOVERY, k.REASON_RECOVERED)
+    if pods_ready:
+        reason = k.REASON_RECOVERED if recovering else k.REASON_STARTED
+        return _cond(wl, k.WORKLOAD_PODS_READY, "True", reason, PODS_READY_MESSAGE)
+    if cur is not None and (cur.status == "True" or cur.reason == k.REASON_WAIT_FOR_RECOVERY):
+        return _cond(wl, k.WORKLOAD_PODS_READY, "False", k.REASON_WAIT_FOR_RECOVERY, PODS_WAITING_FOR_RECOVERY_MESSAGE)
+    return _cond(wl, k.WORKLOAD_PODS_READY, "False", k.REASON_WAIT_FOR_START, PODS_NOT_READY_MESSAGE)
+
+
+def sync_pods_ready(wl: Workload, pods_ready: bool, now: str) -> Workload:
+    """Set the PodsReady condition unless one of that status and reason is there already
+    (HasConditionWithTypeAndReason: a changed message alone is not a reason to write)."""
+    want = pods_ready_condition(wl, pods_ready)
+    cur = find_condition(wl.status.conditions, k.WORKLOAD_PODS_READY)
+    if cur is not None and cur.status == want.status and cur.reason == want.reason:
+        return wl
+    return _with_conditions(wl, set_condition(wl.status.conditions, want, now))

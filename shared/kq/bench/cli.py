@@ -41,6 +41,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`kq bench ...` as delegated by kq.cli.main: argv is what follows `bench`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if any(a == "--podsready" or a.startswith("--podsready=") for a in args):
+        from kq.bench.podsready import main as podsready_main  # the pods-ready timer bench
+
+        return podsready_main(args)
     parser = argparse.ArgumentParser(prog="kq bench", description="run a scheduler benchmark "
                                      "(the generator configs of Kueue's scheduler performance test)")
     _fill(parser)

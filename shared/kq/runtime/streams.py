@@ -6,10 +6,13 @@
 | KQ_CMD      | kq.v1.cmd.>                       | work queue                                    |
 | KQ_EVENTS   | kq.v1.evt.>, kq.v1.out.>, .dlq.>  | limits: 7 days, 1 GiB                         |
 | KQ_MK       | kq.v1.mk.>                        | limits: 7 days, 256 MiB                       |
+| KQ_TIMERS   | kq.v1.timer.>                     | last per subject, 1 day: durable timers       |
 | KV KQ_LEASES| $KV.KQ_LEASES.>                   | one value per key, per-message TTL            |
 
 KQ_EVENTS and KQ_MK allow JetStream message schedules (timers that survive restarts:
 `Nats-Schedule: @at <time>`, `Nats-Schedule-Target: <subject in the same stream>`).
+KQ_TIMERS holds services' timers: one schedule per timer subject (replaced by publishing again,
+cancelled by purging it) firing into a `kq.v1.timer.fire.` subject the service consumes.
 KQ_OBJECTS allows per-message TTL so tombstones may carry `Nats-TTL`.
 """
 
@@ -30,6 +33,8 @@ EVENTS_MAX_AGE_S = 7 * DAY_S
 EVENTS_MAX_BYTES = 1 << 30
 MK_MAX_AGE_S = 7 * DAY_S
 MK_MAX_BYTES = 256 << 20
+TIMERS_MAX_AGE_S = DAY_S
+TIMERS_MAX_BYTES = 256 << 20
 COMMANDS_MAX_BYTES = 1 << 30
 # Leases carry their own TTL (Nats-TTL); the bucket age only clears values written without one.
 LEASE_BUCKET_MAX_AGE_S = 300.0
@@ -87,6 +92,17 @@ def stream_configs(config: NatsConfig) -> list[api.StreamConfig]:
             retention=api.RetentionPolicy.LIMITS,
             max_age=MK_MAX_AGE_S,
             max_bytes=MK_MAX_BYTES,
+            allow_msg_schedules=True,
+            **common,
+        ),
+        api.StreamConfig(
+            name=subjects.TIMERS_STREAM,
+            description="kq durable timers: message schedules and the messages they fire",
+            subjects=[subjects.TIMERS_ALL],
+            retention=api.RetentionPolicy.LIMITS,
+            max_msgs_per_subject=1,
+            max_age=TIMERS_MAX_AGE_S,
+            max_bytes=TIMERS_MAX_BYTES,
             allow_msg_schedules=True,
             **common,
         ),

@@ -54,7 +54,7 @@ from kq.scenario.refs import is_namespaced, known_kind
 # The optional features kq's services implement. Extend as services land.
 SUPPORTED: dict[str, bool] = {
     "fairSharing": True,
-    "waitForPodsReady": False,
+    "waitForPodsReady": True,
     "multiKueue": False,
     "admissionFairSharing": False,
     "topologyAwareScheduling": False,

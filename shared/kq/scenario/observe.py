@@ -8,13 +8,14 @@ them into kq.api types and hands them to the pure derivations in
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import msgspec
 
 from kq.api.kueue import ClusterQueue, Workload
-from kq.api.meta import condition_is_true, parse_time
+from kq.api.meta import condition_is_true, find_condition, parse_time
 from kq.api.registry import decode_object
+from kq.config import WaitForPodsReady, duration_seconds
 from kq.kube import KubeClient, KubeError
 from kq.scenario.model import Check, RemoteObject
 from kq.scenario.observed import (
@@ -33,9 +34,11 @@ class ObserveError(Exception):
 
 
 class Observer:
-    def __init__(self, clients: Mapping[str, KubeClient], manager: str) -> None:
+    def __init__(self, clients: Mapping[str, KubeClient], manager: str,
+                 pods_ready: WaitForPodsReady | None = None) -> None:
         self.clients = clients
         self.manager = manager
+        self.pods_ready = pods_ready if pods_ready is not None and pods_ready.enable is not False else None
 
     async def _list(self, cluster: str, kind: str) -> list:
         try:
@@ -105,4 +108,34 @@ class Observer:
                     out.append(
                         f"{cluster}: {wl.metadata.namespace}/{wl.metadata.name} waits to be requeued at {rs.requeue_at}"
                     )
+            if self.pods_ready is not None:
+                out += [f"{cluster}: {w}" for w in pods_ready_timers(await self.workloads(cluster), self.pods_ready, now)]
         return out
+
+
+def pods_ready_timers(workloads: list[Workload], cfg: WaitForPodsReady, now: datetime) -> list[str]:
+    """Admitted workloads whose pods are not ready and whose waitForPodsReady deadline is still ahead
+    (or only just passed: the eviction takes a moment to show)."""
+    out: list[str] = []
+    grace = timedelta(seconds=2)
+    timeout = duration_seconds(cfg.timeout)
+    recovery = timeout if cfg.recovery_timeout is None else duration_seconds(cfg.recovery_timeout)
+    for wl in workloads:
+        conds = wl.status.conditions
+        admitted = find_condition(conds, "Admitted")
+        if admitted is None or admitted.status != "True" or not admitted.last_transition_time:
+            continue
+        if wl.spec.active is False or condition_is_true(conds, "Finished") or condition_is_true(conds, "Evicted"):
+            continue
+        ready = find_condition(conds, "PodsReady")
+        if ready is not None and ready.status == "True":
+            continue
+        if ready is None or ready.reason != "WaitForRecovery":
+            deadline = parse_time(admitted.last_transition_time) + timedelta(seconds=timeout)
+        elif recovery > 0 and ready.last_transition_time:
+            deadline = parse_time(ready.last_transition_time) + timedelta(seconds=recovery)
+        else:
+            continue
+        if deadline + grace > now:
+            out.append(f"{wl.metadata.namespace}/{wl.metadata.name} waits for its pods until {deadline.isoformat()}")
+    return out

@@ -17,8 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
+import msgspec
 import nats
 
+from kq.config import WaitForPodsReady
 from kq.kube import KubeClient, KubeError
 from kq.scenario.actions import KubesimControl, StepError, StepRunner, describe
 from kq.scenario.checks import evaluate
@@ -79,6 +81,11 @@ async def run_scenario(
     return RunResult(scenario=scenario.name, ok=ok, checks=ordered, errors=errors)
 
 
+def _pods_ready(scenario: Scenario) -> WaitForPodsReady | None:
+    raw = scenario.kueue_config.get("waitForPodsReady")
+    return msgspec.convert(raw, WaitForPodsReady) if raw is not None else None
+
+
 class _Driver:
     def __init__(
         self,
@@ -95,7 +102,7 @@ class _Driver:
         self.clients = clients
         self.http = http
         self.sim = KubesimControl(http, stack.kubesim_url)
-        self.observer = Observer(clients, scenario.manager)
+        self.observer = Observer(clients, scenario.manager, _pods_ready(scenario))
         self.steps = StepRunner(clients, self.sim, self.observer)
         self.settle_timeout_s = settle_timeout_s
         self.loop = asyncio.get_running_loop()

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from kq.api.load import InputError
-from kq.api.load import load_object
+from kq.api.load import InputError, load_object
 from services.tas.core import TaintSpec, TolerationSpec
 from services.tas.core.from_api import TopologyRequestError, amounts, amounts_from_milli, node_info, podset_request
 

@@ -6,7 +6,7 @@ import msgspec
 from tas_builders import BLOCK, HOST, ONE, RACK, THREE, TWO, domains, node, solver
 
 from services.tas.core import HeldPodSet, NodeInfo, Placement, PlacementFailure, PodSetRequest, TaintSpec
-from services.tas.core.events import Confirmed, Assumed, NodeUpserted, PodBound, Released, TasEvent, apply, snapshot
+from services.tas.core.events import Assumed, Confirmed, NodeUpserted, PodBound, Released, TasEvent, apply, snapshot
 from services.tas.core.solver import TasSolver
 
 

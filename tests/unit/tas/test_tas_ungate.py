@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kq.api.topology import TopologyDomain, compact_topology_assignment
-from services.tas.core.ungate import PodView, PodToUngate, RankLabels, group_rank_offsets, pods_to_ungate
+from services.tas.core.ungate import PodToUngate, PodView, RankLabels, group_rank_offsets, pods_to_ungate
 
 HOST = "kubernetes.io/hostname"
 RACK = "cloud.com/topology-rack"

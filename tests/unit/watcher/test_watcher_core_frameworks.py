@@ -280,3 +280,19 @@ def test_pods_ready_counts_ready_or_succeeded_members() -> None:
     done = replace(pod("b", gated=False), status=PodStatus(phase="Succeeded"))
     assert POD_AD.pods_ready(group(ready, done))
     assert not POD_AD.pods_ready(group(ready, pod("c", gated=False, phase="Running")))
+
+
+def test_with_wait_for_pods_ready_the_jobsets_readiness_becomes_the_podsready_condition() -> None:
+    wl = admit(with_meta(build_workload(JS_AD, jobset(), {}, {})), "workers", "driver")
+    running = merge_apply(jobset(), step(JS_AD, jobset(), wl).patch)
+    not_ready = generic.reconcile(JS_AD, running, wl, FLAVORS, {}, {}, NOW, wait_for_pods_ready=True)
+    assert isinstance(not_ready, Write) and not_ready.subresource == "status"
+    wl = merge_apply(wl, not_ready.patch)
+    assert any(c.type == k.WORKLOAD_PODS_READY and c.status == "False" for c in wl.status.conditions)
+    ready = replace(running, status=JobSetStatus(replicated_jobs_status=(
+        ReplicatedJobStatus(name="workers", ready=2, active=2), ReplicatedJobStatus(name="driver", ready=1, active=1))))
+    write = generic.reconcile(JS_AD, ready, wl, FLAVORS, {}, {}, NOW, wait_for_pods_ready=True)
+    assert isinstance(write, Write)
+    wl = merge_apply(wl, write.patch)
+    assert any(c.type == k.WORKLOAD_PODS_READY and c.status == "True" for c in wl.status.conditions)
+    assert generic.reconcile(JS_AD, ready, wl, FLAVORS, {}, {}, NOW, wait_for_pods_ready=True) == Skip(reason="Running")
