@@ -34,6 +34,10 @@ _NAME_HASH_LEN = 5
 _MAX_WORKLOAD_NAME = 253
 
 
+class PodSetCountMismatch(jp.PodSetConflict):
+    """The admission has another number of podsets than the object runs."""
+
+
 class Adapter(ABC, Generic[T]):
     """One job framework. `T` is what the watcher hands the adapter: the object (a JobSet) or a
     view of several (a pod group). Every method is pure."""
@@ -77,6 +81,11 @@ class Adapter(ABC, Generic[T]):
         `originals` are the Workload's podsets (None when there is no Workload yet)."""
 
     # --- shared defaults, overridable ---
+
+    def workload(self, job: T, classes: Mapping[str, WorkloadPriorityClass],
+                 pod_classes: Mapping[str, PriorityClass]) -> Workload:
+        """The Workload the object gets (WorkloadBuildError when it cannot be built yet)."""
+        return build_workload(self, job, classes, pod_classes)
 
     def waiting_reason(self, job: T) -> str | None:
         """Why the object cannot get its Workload yet (a pod group short of members), or None."""
@@ -168,12 +177,16 @@ def admission_infos(wl: Workload, flavors: dict[str, ResourceFlavor]) -> list[Po
     jp.PodSetConflict)."""
     admission = wl.status.admission
     assert admission is not None
+    if len(admission.pod_set_assignments) != len(wl.spec.pod_sets):
+        n = len(wl.spec.pod_sets)
+        raise PodSetCountMismatch(f"expecting {n} podset{'' if n == 1 else 's'}, "
+                                  f"got {len(admission.pod_set_assignments)}")
     by_name = {a.name: a for a in admission.pod_set_assignments}
     out: list[PodSetInfo] = []
     for ps in wl.spec.pod_sets:
         assignment = by_name.get(ps.name)
         if assignment is None:
-            raise jp.PodSetConflict(f"podset {ps.name!r} has no assignment")
+            raise PodSetCountMismatch(f"podset {ps.name!r} has no assignment")
         out.append(jp.info_from_assignment(wl, assignment, ps, flavors))
     return out
 

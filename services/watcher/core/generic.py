@@ -21,7 +21,7 @@ from kq.api.core import PriorityClass
 from kq.api.kueue import ResourceFlavor, Workload, WorkloadPriorityClass
 from services.watcher.core import job_pods as jp
 from services.watcher.core import workload_status as ws
-from services.watcher.core.adapter import Adapter, admission_infos, build_workload, original_infos
+from services.watcher.core.adapter import Adapter, PodSetCountMismatch, admission_infos, original_infos
 from services.watcher.core.writes import Action, Create, Delete, Skip, encode_body, patch_write
 
 FAILED_TO_START = "FailedToStart"
@@ -51,8 +51,10 @@ def _start(ad: Adapter[Any], job: Any, wl: Workload, flavors: dict[str, Resource
         step = ad.run(job, infos)
     except jp.MissingFlavor as e:
         return Skip(reason=f"FlavorNotFound: {e}")
-    except jp.PodSetConflict as e:
+    except PodSetCountMismatch as e:
         return _fail_to_start(wl, f"invalid podset infos: {e}", now)
+    except jp.PodSetConflict as e:
+        return _fail_to_start(wl, f"invalid admission check PodSetUpdate: {e}", now)
     return step or Skip(reason="Started")
 
 
@@ -99,7 +101,7 @@ def reconcile(
         if (waiting := ad.waiting_reason(job)) is not None:
             return Skip(reason=waiting)
         try:
-            new = build_workload(ad, job, classes, pod_classes)
+            new = ad.workload(job, classes, pod_classes)
         except jp.WorkloadBuildError as e:
             return Skip(reason=f"CannotCreateWorkload: {e}")
         return Create(kind="workload", namespace=new.metadata.namespace, name=new.metadata.name,

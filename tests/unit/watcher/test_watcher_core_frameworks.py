@@ -124,7 +124,7 @@ def test_waiting_for_admission_and_a_missing_assignment_fails_to_start() -> None
     assert step(JS_AD, jobset(), wl) == Skip(reason="WaitingForAdmission")
     write = step(JS_AD, jobset(), admit(wl, "workers"))
     assert isinstance(write, Write) and write.kind == "workload"
-    assert "driver" in write.patch.decode() and generic.FAILED_TO_START in write.patch.decode()
+    assert "expecting 2 podsets, got 1" in write.patch.decode() and generic.FAILED_TO_START in write.patch.decode()
 
 
 def test_eviction_suspends_restores_then_releases_once_inactive() -> None:

@@ -26,7 +26,7 @@ from kq.api.core import Pod, PodTemplateSpec
 from kq.api.kueue import PodSet
 from kq.api.meta import ObjectMeta, OwnerReference
 from services.watcher.core import job_pods as jp
-from services.watcher.core.adapter import Adapter, template_with, workload_name_for
+from services.watcher.core.adapter import Adapter, PodSetCountMismatch, template_with, workload_name_for
 from services.watcher.core.writes import Action, Delete, patch_write
 
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
@@ -216,7 +216,7 @@ class PodAdapter(Adapter[PodGroup]):
                 continue
             info = by_name.get("main" if not job.group else _role(pod))
             if info is None:
-                raise jp.PodSetConflict(f"pod {pod.metadata.name!r} matches no admitted podset")
+                raise PodSetCountMismatch(f"pod {pod.metadata.name!r} matches no admitted podset")
             # A pod may only lose gates: the admission's own gates (TAS) do not apply to pods here.
             info = replace(info, scheduling_gates=())
             t = template_with(PodTemplateSpec(metadata=pod.metadata, spec=pod.spec), info)
