@@ -7,6 +7,7 @@ a few KQ_* variables override single fields for the local stack.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -198,7 +199,17 @@ def parse_config(text: str, source: str = "<config>") -> Config:
     try:
         return msgspec.convert(raw, Config)
     except msgspec.ValidationError as e:
-        raise ConfigError(f"{source}: {e}") from None
+        raise ConfigError(f"{source}: {_field_first(str(e))}") from None
+
+
+_CHECK_AT = re.compile(r"^(?P<field>[A-Za-z0-9_.]+): (?P<what>.*) - at `\$\.(?P<path>[^`]+)`$", re.S)
+
+
+def _field_first(message: str) -> str:
+    """A __post_init__ check says "timeout: negative ... - at `$.kueue.waitForPodsReady`": name the
+    whole path first ("kueue.waitForPodsReady.timeout: negative ..."), as the user wrote it."""
+    m = _CHECK_AT.match(message)
+    return f"{m['path']}.{m['field']}: {m['what']}" if m else message
 
 
 def load_config(path: str | None = None) -> Config:
@@ -230,7 +241,7 @@ def kueue_config_from(raw: Mapping[str, Any], source: str) -> KueueConfig:
     try:
         return msgspec.convert(dict(raw), KueueConfig)
     except msgspec.ValidationError as e:
-        raise ConfigError(f"{source}: {e}") from None
+        raise ConfigError(f"{source}: {_field_first(str(e))}") from None
 
 
 def load_kueue_config(path: str | Path) -> KueueConfig:

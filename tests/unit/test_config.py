@@ -124,7 +124,7 @@ def test_v1beta1_enable_switches_default_to_off() -> None:
 
 
 @pytest.mark.parametrize("text, named", [
-    pytest.param("waitForPodsReady: {timeout: -5m}", "timeout: negative duration '-5m' - at `$.waitForPodsReady`", id="negative"),
+    pytest.param("waitForPodsReady: {timeout: -5m}", "waitForPodsReady.timeout: negative duration '-5m'", id="negative"),
     pytest.param("waitForPodsReady: {timeout: 5 minutes}", "timeout: not a duration: '5 minutes'", id="unparsable"),
     pytest.param("multiKueue: {workerLostTimeout: 1d}", "workerLostTimeout: not a duration", id="days"),
     pytest.param("leaderElection: {leaseDuration: soon}", "leaseDuration: not a duration", id="leader"),
