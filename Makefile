@@ -21,8 +21,13 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The scenario files each run a whole stack whose timeline is mostly waiting, so they run
+# SCENARIO_JOBS at a time (pytest-xdist); everything else runs one test at a time.
+SCENARIO_JOBS ?= 3
+
 test: lint
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q --ignore=tests/e2e/test_scenarios.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(SCENARIO_JOBS) tests/e2e/test_scenarios.py $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m kq.demo

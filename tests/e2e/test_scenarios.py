@@ -14,16 +14,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from _pytest.mark.structures import ParameterSet
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_EXAMPLES = REPO.parent / "shared" / "scenarios" / "examples"
 FILES = (sorted(SHARED_EXAMPLES.glob("core/*.yaml")) + sorted((REPO / "scenarios" / "core").glob("*.yaml"))
          + sorted(SHARED_EXAMPLES.glob("podsready/*.yaml")) + sorted((REPO / "scenarios" / "podsready").glob("*.yaml"))
          + sorted((REPO / "scenarios" / "integrations").glob("*.yaml")))
-# blockAdmission is admission's part (SchedulerConfig.waitForPodsReady.blockAdmission and the workloads'
-# PodsReady condition in the admission core); until it is merged these show the block missing.
-NEEDS_BLOCK_ADMISSION = {"pr-example-block-admission-waits-for-nodes", "pr-block-admission-across-queues",
-                         "pr-block-admission-deletion-unblocks"}
 RUN_TIMEOUT_S = 150  # stack start-up, the timeline (seconds), settling (bounded by the harness at 60 s)
 
 pytestmark = pytest.mark.e2e
@@ -52,9 +49,8 @@ def _explain(proc: subprocess.CompletedProcess[str]) -> str:
     return "\n".join(lines)
 
 
-def _param(p: Path):  # type: ignore[no-untyped-def]
-    marks = [pytest.mark.xfail(reason="needs admission's blockAdmission hook", strict=False)] if p.stem in NEEDS_BLOCK_ADMISSION else []
-    return pytest.param(p, id=f"{p.parent.parent.name}/{p.parent.name}/{p.stem}", marks=marks)
+def _param(p: Path) -> ParameterSet:
+    return pytest.param(p, id=f"{p.parent.parent.name}/{p.parent.name}/{p.stem}")
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 30)
