@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 from msgspec.structs import replace
 from unit.watcher.watcher_builders import NOW, admitted, evicted, flavor, merge_apply
@@ -80,6 +81,21 @@ def admit(wl: Workload, *podsets: str) -> Workload:
     return admitted(wl, adm)
 
 
+def apply(obj: Any, write: Write) -> Any:
+    """What the API server does with the write (merge patch or RFC 6902 add/replace ops), typed."""
+    if write.patch_type == "merge":
+        return merge_apply(obj, write.patch)
+    doc = msgspec.json.decode(msgspec.json.encode(obj))
+    for op in msgspec.json.decode(write.patch):
+        assert op["op"] in ("add", "replace"), op
+        *parents, last = op["path"].lstrip("/").split("/")
+        node = doc
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        node[last] = op["value"]
+    return msgspec.convert(doc, type(obj))
+
+
 def step(ad: Any, job: Any, wl: Workload | None) -> Any:
     return generic.reconcile(ad, job, wl, FLAVORS, {}, {}, NOW)
 
@@ -104,14 +120,14 @@ def test_an_unqueued_jobset_is_left_alone() -> None:
 
 def test_a_running_jobset_without_workload_is_suspended_first() -> None:
     write = step(JS_AD, jobset(suspend=False), None)
-    assert isinstance(write, Write) and merge_apply(jobset(suspend=False), write.patch).spec.suspend is True
+    assert isinstance(write, Write) and apply(jobset(suspend=False), write).spec.suspend is True
 
 
 def test_admission_unsuspends_with_each_podsets_node_selector_then_it_runs() -> None:
     wl = admit(with_meta(build_workload(JS_AD, jobset(), {}, {})), "workers", "driver")
     write = step(JS_AD, jobset(), wl)
     assert isinstance(write, Write) and write.kind == "jobset"
-    started = merge_apply(jobset(), write.patch)
+    started = apply(jobset(), write)
     assert started.spec.suspend is False
     for rj in started.spec.replicated_jobs:
         t = rj.template.spec.template
@@ -129,12 +145,12 @@ def test_waiting_for_admission_and_a_missing_assignment_fails_to_start() -> None
 
 def test_eviction_suspends_restores_then_releases_once_inactive() -> None:
     wl = admit(with_meta(build_workload(JS_AD, jobset(), {}, {})), "workers", "driver")
-    running = merge_apply(jobset(), step(JS_AD, jobset(), wl).patch)
+    running = apply(jobset(), step(JS_AD, jobset(), wl))
     active = replace(running, status=JobSetStatus(replicated_jobs_status=(ReplicatedJobStatus(name="workers", active=2),)))
     out = evicted(wl)
     write = step(JS_AD, active, out)
     assert isinstance(write, Write) and write.kind == "jobset"
-    stopped = merge_apply(active, write.patch)
+    stopped = apply(active, write)
     assert stopped.spec.suspend is True
     assert all(rj.template.spec.template.spec.node_selector == {} for rj in stopped.spec.replicated_jobs)
     assert step(JS_AD, stopped, out) == Skip(reason="Evicted")  # still active: pods stopping
@@ -284,7 +300,7 @@ def test_pods_ready_counts_ready_or_succeeded_members() -> None:
 
 def test_with_wait_for_pods_ready_the_jobsets_readiness_becomes_the_podsready_condition() -> None:
     wl = admit(with_meta(build_workload(JS_AD, jobset(), {}, {})), "workers", "driver")
-    running = merge_apply(jobset(), step(JS_AD, jobset(), wl).patch)
+    running = apply(jobset(), step(JS_AD, jobset(), wl))
     not_ready = generic.reconcile(JS_AD, running, wl, FLAVORS, {}, {}, NOW, wait_for_pods_ready=True)
     assert isinstance(not_ready, Write) and not_ready.subresource == "status"
     wl = merge_apply(wl, not_ready.patch)
@@ -296,3 +312,15 @@ def test_with_wait_for_pods_ready_the_jobsets_readiness_becomes_the_podsready_co
     wl = merge_apply(wl, write.patch)
     assert any(c.type == k.WORKLOAD_PODS_READY and c.status == "True" for c in wl.status.conditions)
     assert generic.reconcile(JS_AD, ready, wl, FLAVORS, {}, {}, NOW, wait_for_pods_ready=True) == Skip(reason="Running")
+
+
+def test_jobset_writes_touch_only_what_admission_changes() -> None:
+    """A merge patch would replace replicatedJobs whole, dropping what kq does not model (volumes,
+    probes): the writes are JSON patches by index, limited to the directives and suspend."""
+    wl = admit(with_meta(build_workload(JS_AD, jobset(), {}, {})), "workers", "driver")
+    write = step(JS_AD, jobset(), wl)
+    assert isinstance(write, Write) and write.patch_type == "json"
+    paths = [op["path"] for op in msgspec.json.decode(write.patch)]
+    assert "/spec/suspend" in paths and "/metadata/resourceVersion" in paths
+    assert all(p.startswith("/spec/replicatedJobs/") and p.split("/")[-1] in ("metadata", "nodeSelector")
+               for p in paths if p not in ("/spec/suspend", "/metadata/resourceVersion")), paths

@@ -3,15 +3,17 @@
 One podset per replicatedJob (named after it, replicas x pods per Job). Admission
 unsuspends the JobSet with each podset's directives merged into its replicatedJob's
 pod template (the JobSet controller carries them to the child Jobs); stopping
-suspends it and restores the templates. Finished from the Completed/Failed
+suspends it and restores the templates. Both are JSON patches by list index, so the
+parts of each replicated Job kq does not model (volumes, probes, ...) stay untouched. Finished from the Completed/Failed
 conditions; active while any child Job is; pods ready when every child Job is ready.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import msgspec
 from msgspec.structs import replace
 
 from kq.api import constants as k
@@ -20,7 +22,7 @@ from kq.api.kueue import PodSet
 from kq.api.meta import ObjectMeta
 from services.watcher.core import job_pods as jp
 from services.watcher.core.adapter import Adapter, template_restored, template_with
-from services.watcher.core.writes import Action, patch_write
+from services.watcher.core.writes import Action, json_patch_write
 
 
 def _pods_per_job(rj: ReplicatedJob) -> int:
@@ -78,14 +80,33 @@ class JobSetAdapter(Adapter[JobSet]):
         if not self.is_suspended(job):
             return None
         started = self._with_templates(job, infos, restore=False)
-        started = replace(started, spec=replace(started.spec, suspend=False))
-        return patch_write("jobset", job, started, status=False, why="start: admitted")
+        return json_patch_write("jobset", job, _ops(job, started, suspend=False), status=False,
+                                why="start: admitted")
 
     def stop(self, job: JobSet, originals: Sequence[jp.PodSetInfo] | None) -> Action | None:
-        stopped = replace(job, spec=replace(job.spec, suspend=True))
-        if originals is not None:
-            stopped = self._with_templates(stopped, originals, restore=True)
-        return patch_write("jobset", job, stopped, status=False, why="stop: suspend and restore templates")
+        stopped = self._with_templates(job, originals, restore=True) if originals is not None else job
+        return json_patch_write("jobset", job, _ops(job, stopped, suspend=True), status=False,
+                                why="stop: suspend and restore templates")
+
+
+def _ops(old: JobSet, new: JobSet, *, suspend: bool) -> list[dict[str, Any]]:
+    """JSON patch ops for what changed: each replicated Job's pod-template metadata and scheduling
+    directives, by index, and spec.suspend; the rest of each entry (fields kq does not model)
+    is left as the API server has it."""
+    ops: list[dict[str, Any]] = []
+    for i, (a, b) in enumerate(zip(old.spec.replicated_jobs, new.spec.replicated_jobs, strict=True)):
+        ta, tb = a.template.spec.template, b.template.spec.template
+        base = f"/spec/replicatedJobs/{i}/template/spec/template"
+        if ta.metadata != tb.metadata:
+            ops.append({"op": "add", "path": f"{base}/metadata", "value": msgspec.to_builtins(tb.metadata)})
+        for field, av, bv in (("nodeSelector", ta.spec.node_selector, tb.spec.node_selector),
+                              ("tolerations", ta.spec.tolerations, tb.spec.tolerations),
+                              ("schedulingGates", ta.spec.scheduling_gates, tb.spec.scheduling_gates)):
+            if av != bv:
+                ops.append({"op": "add", "path": f"{base}/spec/{field}", "value": msgspec.to_builtins(bv)})
+    if (old.spec.suspend is True) != suspend:
+        ops.append({"op": "add", "path": "/spec/suspend", "value": suspend})
+    return ops
 
 
 def managed_elsewhere(job: JobSet) -> bool:
