@@ -20,14 +20,19 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import msgspec
+import nats
+import nats.errors
 from nats.js.errors import NotFoundError
 
 from kq import subjects
 from kq.config import AdmissionTermConfig
 from kq.messages import CommandOutcome
 from kq.obs import get_logger
+from kq.placement import SolveRequest, reply_decoder
+from kq.placement import encoder as placement_encoder
 from kq.runtime import Bus, OutMsg
-from services.admission.core.decisions import CycleResult
+from services.admission.core.decisions import CycleResult, PlacementRequest
 from services.admission.core.model import SchedulerConfig
 from services.admission.handlers import Inputs, missing_sync, publish
 from services.admission.plan.inputs import NEEDED_KINDS
@@ -63,6 +68,7 @@ class LeaderTerm:
                            for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
         self.lost: LostLeadership | None = None
+        self._asking: set[asyncio.Task[None]] = set()  # requests to the topology solver in flight
         self.log = get_logger("kq.admission", epoch=epoch)
 
     def _lose(self, e: LostLeadership) -> None:
@@ -70,6 +76,18 @@ class LeaderTerm:
         self.inputs.changed.set()
 
     async def run(self) -> None:
+        # Placement requests go on a connection of their own: a reply must not queue behind the
+        # mirror's replay batches on the shared socket (it is on every admission's path).
+        self._solve_nc = await nats.connect(self.bus.config.url, name=f"{self.bus.name}-{self.bus.instance}-tas",
+                                            max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+        try:
+            await self._run()
+        finally:
+            for task in list(self._asking):
+                task.cancel()
+            await self._solve_nc.close()
+
+    async def _run(self) -> None:
         outcomes = self.bus.replay(subjects.EVENTS_STREAM, [subjects.outcome_subject(WRITER, c) for c in self.clusters],
                                    self.inputs.on_outcome, deliver="last_per_subject")
         mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters), self.inputs.on_object,
@@ -162,10 +180,39 @@ class LeaderTerm:
                 events += outputs.events
             if commands or events:
                 await publish(self.bus, commands, events)
+            for p in parts:
+                for req, ask in p.take_asks():
+                    task = asyncio.create_task(self._ask(p, req, ask), name=f"admission:tas:{req.workload}")
+                    self._asking.add(task)
+                    task.add_done_callback(self._asking.discard)
             if produced and more:
                 await asyncio.sleep(0)  # let inputs in, then carry on
                 continue
             await self._wait_for_work(parts, spin_guard=more)
+
+    async def _ask(self, p: Partition, req: PlacementRequest, ask: SolveRequest) -> None:
+        """Ask the topology solver (request/reply) until answered or the question is moot; a
+        solver that is down or failing over is asked again, the workload waits meanwhile."""
+        data = placement_encoder.encode(ask)
+        delay = self.settings.solve_retry_s
+        while p.state.placement_outstanding(req.workload, req.id):
+            t0 = self.clock.monotonic()
+            try:
+                msg = await self._solve_nc.request(subjects.TAS_SOLVE, data, timeout=self.settings.solve_timeout_s)
+                reply = reply_decoder.decode(msg.data)
+            except (nats.errors.Error, msgspec.DecodeError, msgspec.ValidationError) as e:
+                self.log.warning("topology solver did not answer; asking again", workload=req.workload,
+                                 error=repr(e), delay_s=delay)
+                await self.clock.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            p.answer(req, reply, self.clock.now())
+            self.inputs.changed.set()
+            took = self.clock.monotonic() - t0
+            if took > self.settings.slow_solve_s:
+                self.log.warning("slow topology placement", workload=req.workload, seconds=round(took, 3),
+                                 placed=reply.placed)
+            return
 
     async def _wait_for_work(self, parts: list[Partition], spin_guard: bool) -> None:
         wakeups = [at for p in parts if (at := p.next_wakeup()) is not None]

@@ -1,8 +1,8 @@
 """The typed objects the watcher itself acts on, as its own list/watch last delivered them.
 
-Only the kinds the Job integration and the command executor read are kept
+Only the kinds the Job integration, the TAS ungater and the command executor read are kept
 (Jobs, Workloads, ResourceFlavors, WorkloadPriorityClasses, PriorityClasses, ClusterQueues,
-LocalQueues). The cache is a hint for deciding, never the last word: every
+LocalQueues, Pods, Nodes). The cache is a hint for deciding, never the last word: every
 write is conditional on the resourceVersion the decision was made on.
 """
 
@@ -20,7 +20,7 @@ from kq.obs import get_logger
 
 CACHED_KINDS = (
     "job", "workload", "resourceflavor", "workloadpriorityclass", "priorityclass", "clusterqueue", "localqueue",
-    "jobset", "pod",  # the framework integrations (services/watcher/frameworks.py)
+    "jobset", "pod", "node",  # the framework integrations (frameworks.py), the TAS ungater
 )
 NsName = tuple[str, str]
 

@@ -25,6 +25,7 @@ from services.watcher.listwatch import KindLoop
 from services.watcher.mirror import MirrorIndex, MirrorPublisher
 from services.watcher.objects import ClusterObjects
 from services.watcher.settings import WatcherSettings
+from services.watcher.ungater import TopologyUngater
 
 SERVICE = "watcher"
 
@@ -64,12 +65,14 @@ class ClusterWatcher:
                                                wait_for_pods_ready=bool(settings.wait_for_pods_ready))
         # JobSets, pods and the rest: on when their kinds are mirrored (the switches per framework are inside).
         self.integrate_frameworks = all(kind in kinds for kind in self.frameworks.needed_kinds)
+        self.ungater = TopologyUngater(client, self.objects, retry_s=settings.retry_base_s)
         on_job = self.jobs.on_change if self.integrate else _ignore
         on_framework = self.frameworks.on_change if self.integrate_frameworks else _ignore
 
         def on_change(kind: str, old: object, new: object) -> None:
             on_job(kind, old, new)
             on_framework(kind, old, new)
+            self.ungater.on_change(kind, old, new)
 
         self.loops = [
             KindLoop(client, cluster, kind,
@@ -97,6 +100,7 @@ class ClusterWatcher:
                 tg.create_task(self.jobs.run(), name=f"jobs:{self.cluster}")
             if self.integrate_frameworks:
                 tg.create_task(self.frameworks.run(), name=f"frameworks:{self.cluster}")
+            tg.create_task(self.ungater.run(), name=f"ungater:{self.cluster}")
             tg.create_task(
                 self.bus.consume_batches(
                     command_durable(self.cluster), subjects.COMMANDS_STREAM, subjects.command_filter(self.cluster),

@@ -1,4 +1,4 @@
-"""Every core scenario through the real system: `kq scenario run FILE --json` must exit 0.
+"""Every core and TAS scenario through the real system: `kq scenario run FILE --json` must exit 0.
 
 Each run starts its own nats-server, kubesim and every service as processes
 (the harness does it), so the runs are independent. The shared examples live
@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED_EXAMPLES = REPO.parent / "shared" / "scenarios" / "examples"
 FILES = (sorted(SHARED_EXAMPLES.glob("core/*.yaml")) + sorted((REPO / "scenarios" / "core").glob("*.yaml"))
          + sorted(SHARED_EXAMPLES.glob("podsready/*.yaml")) + sorted((REPO / "scenarios" / "podsready").glob("*.yaml"))
+         + sorted(SHARED_EXAMPLES.glob("tas/*.yaml")) + sorted((REPO / "scenarios" / "tas").glob("*.yaml"))
          + sorted((REPO / "scenarios" / "integrations").glob("*.yaml")))
 RUN_TIMEOUT_S = 150  # stack start-up, the timeline (seconds), settling (bounded by the harness at 60 s)
 

@@ -1,4 +1,5 @@
-"""Decisions driven by a reserving workload's own state: admission checks and draining stopped queues.
+"""Decisions driven by a reserving workload's own state: admission checks, draining stopped queues,
+TAS node failures.
 
 Kueue's workload controller: a Rejected check deactivates the workload, a Retry check evicts it
 (it is queued again), all checks Ready turn a quota reservation into an admission, and a queue
@@ -7,9 +8,14 @@ stopped with HoldAndDrain evicts its admitted workloads.
 
 from __future__ import annotations
 
+from kq.api.topology import topology_domains
+
 from .model import AdmissionCheckState, Workload
 from .parts import Parts
 from .workloads import ReservedInfo
+
+
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def checks_message(checks: list[AdmissionCheckState], state_name: str) -> str:
@@ -52,6 +58,13 @@ def evaluate(p: Parts, w: Workload) -> None:
     if retry and w.evicted_reason is None:
         issue_eviction(p, w, info.cq, "AdmissionCheck", f"Evicted due to {checks_message(retry, 'Retry')}")
         return
+    failed = _failed_nodes_in_use(w, info)
+    if failed and w.evicted_reason is None:
+        # Kueue's fail-fast node failure handling: requeued, it is placed again without the failed node.
+        nodes = ", ".join(failed)
+        issue_eviction(p, w, info.cq, "NodeFailures",
+                       f"Workload was evicted as there was no replacement for a failed node: {nodes}")
+        return
     cq = p.tree.cqs.get(info.cq)
     if cq is None:
         return
@@ -62,6 +75,19 @@ def evaluate(p: Parts, w: Workload) -> None:
             p.ledger.issue_checks_ready(w, info.cq)
         return
     drain_if_needed(p, info)
+
+
+def _failed_nodes_in_use(w: Workload, info: ReservedInfo) -> list[str]:
+    """The unhealthy nodes its current topology assignment places pods on (hostname level)."""
+    if not w.unhealthy_nodes or info.admission is None:
+        return []
+    used: set[str] = set()
+    for ps in info.admission.pod_sets:
+        ta = ps.topology_assignment
+        if ta is not None and HOSTNAME_LABEL in ta.levels:
+            at = list(ta.levels).index(HOSTNAME_LABEL)
+            used.update(d.values[at] for d in topology_domains(ta))
+    return [n for n in w.unhealthy_nodes if n in used]
 
 
 def _evict_deactivated(p: Parts, w: Workload) -> None:

@@ -11,10 +11,13 @@
 
 from __future__ import annotations
 
+import msgspec
+
+from . import placements as tas
 from . import check_rules
 from . import workload_sync as ws
 from .assignment import DEFERRED_FIT, FIT, NO_FIT, PREEMPT, Assignment
-from .decisions import AdmissionDecision, CycleResult, PreemptionDecision
+from .decisions import AdmissionDecision, CycleResult, PlacementRequest, PreemptionDecision
 from .entry import IMMEDIATE_BEST_EFFORT, Entry, EntryState
 from .flavors import FlavorAssigner, search_partial_counts
 from .model import LabelSelector
@@ -174,6 +177,8 @@ class Cycle:
         if not fits:
             e.skip("Workload no longer fits after processing another workload")
             return
+        if mode == FIT and not self._placed(e, usage):
+            return
         for t in e.targets:
             self.preempted[t.info.key] = t.info
         if mode == PREEMPT:
@@ -186,6 +191,60 @@ class Cycle:
             e.reason = e.requeue_reason = "WaitingForPodsReady"
             return
         self._admit(e)
+
+    def _placed(self, e: Entry, usage: dict[FR, int]) -> bool:
+        """TAS: True when the entry needs no placement or has one; else it asks, preempts or waits."""
+        p, info, a = self.p, e.info, e.assignment
+        assert a is not None
+        specs = {ps.name: ps for ps in info.wl.pod_sets}
+        asks = tas.pod_set_asks(
+            [(specs[r.name], r.count, {c.name for c in r.flavors.values()}) for r in a.pod_sets if r.name in specs],
+            e.cq, p.tree.flavors)
+        if isinstance(asks, str):
+            e.message, e.reason, e.requeue_reason = asks, "Pending", "NoFit"
+            return False
+        if not asks:
+            return True
+        fp = tas.fingerprint(asks)
+        if p.placements.stale(info.key, self.now):
+            p.placements.consume(info.key)
+        req = p.placements.current(info.key, fp)
+        answer = p.placements.answer_to(req) if req is not None else None
+        if req is None:
+            reserved = sorted(p.book.reserved.values(), key=lambda r: r.key)
+            p.placements.ask(PlacementRequest(
+                id="", workload=info.key, uid=info.uid, cluster_queue=e.cq.name, fingerprint=fp,
+                pod_sets=tuple(asks), candidates=tas.candidates(info, e.cq, reserved, p.tree.cqs)))
+        if answer is None:
+            # Assume the admission now (its quota is taken while the solver answers, so the heads
+            # behind it are asked about in parallel on what is left); the answer completes it.
+            d = self._decision(e)
+            ws.assume(p, d)
+            self.snap.fresh.add(info.key)
+            e.state = EntryState.ASSUMED
+            p.placements.provisional[info.key] = d
+            return False
+        p.placements.consume(info.key)
+        if not answer.placed:
+            names = ", ".join(x.name for x in asks)
+            e.message = f"couldn't assign flavors to pod set {names}: {answer.message}"
+            e.reason, e.requeue_reason = "Pending", "NoFit"
+            return False
+        if answer.victims:
+            targets = [Target(v, "InClusterQueue" if v.cq == e.cq.name else "InCohortReclamation")
+                       for k in answer.victims if (v := p.book.reserved.get(k)) is not None]
+            if not targets:
+                e.skip("Workload's topology preemption targets are already gone")
+                return False
+            e.targets = targets
+            for t in targets:
+                self.preempted[t.info.key] = t.info
+            self._reserve(e.cq, usage)
+            e.reason = "WaitingForPreemptedWorkloads"
+            self._issue_preemptions(e)
+            return False
+        e.topology = dict(answer.topology)
+        return True
 
     def _pods_not_ready(self) -> bool:
         """waitForPodsReady.blockAdmission: a workload holding quota (ours of this cycle included)
@@ -234,11 +293,21 @@ class Cycle:
         e.info.last_assignment = None
 
     def _admit(self, e: Entry) -> None:
+        d = self._decision(e)
+        ws.assume(self.p, d)
+        self.snap.fresh.add(d.workload)
+        e.state = EntryState.ASSUMED
+        self.admissions.append(d)
+
+    def _decision(self, e: Entry) -> AdmissionDecision:
         p, cq, a, w = self.p, e.cq, e.assignment, e.info.wl
         assert a is not None
         pod_sets = a.to_pod_set_assignments()
+        if e.topology:
+            pod_sets = tuple(msgspec.structs.replace(ps, topology_assignment=e.topology.get(ps.name))
+                             for ps in pod_sets)
         checks = cq.checks_for({f for p in pod_sets for f in p.flavors.values()})
-        d = AdmissionDecision(
+        return AdmissionDecision(
             id=p.ids.next("reserve", w.uid, w.resource_version),
             workload=w.key,
             uid=w.uid,
@@ -250,10 +319,6 @@ class Cycle:
             admitted=not checks,
             message=f"Quota reserved in ClusterQueue {cq.name}",
         )
-        ws.assume(p, d)
-        self.snap.fresh.add(w.key)
-        e.state = EntryState.ASSUMED
-        self.admissions.append(d)
 
     # --- phase 6 ------------------------------------------------------------------------------
 
@@ -272,7 +337,8 @@ class Cycle:
                 q.requeue(e.info, immediate, reason, self.now)
                 if not q.is_parked(key) and not e.tainted:
                     q.stall = (e.info, e.epoch)
-            ws.report_pending(p, e.info.wl, e.reason or "Pending", e.message)
+            if reason != "WaitingForTopology":  # a round trip to the solver: not worth a status write
+                ws.report_pending(p, e.info.wl, e.reason or "Pending", e.message)
 
 
 def _cq_path(p: Parts, cq_name: str) -> str:
@@ -341,6 +407,7 @@ def run_cycle(p: Parts, now: float, report_status: bool = True) -> CycleResult:
         cycle.snap.end_cycle()
         cycle.requeue(entries + inadmissible)
         admissions, preemptions = tuple(cycle.admissions), tuple(cycle.preemptions)
+    admissions = tuple(p.placements.take_ready()) + admissions  # placed since the last cycle
     pending = p.reporter.take_pending()
     evictions, deactivations, checks_ready = p.ledger.take()
     cq_status, lq_status = changed_statuses(p) if report_status else ((), ())
@@ -354,4 +421,5 @@ def run_cycle(p: Parts, now: float, report_status: bool = True) -> CycleResult:
         pending=tuple(pending),
         cluster_queues=cq_status,
         local_queues=lq_status,
+        placements=tuple(p.placements.take()),
     )

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import msgspec
 
-from .model import PodSetAssignment
+from kq.api.workload import PodSetTopologyRequest
+
+from .model import PodSetAssignment, Toleration
 
 
 class _Out(msgspec.Struct, frozen=True, kw_only=True):
@@ -123,6 +125,29 @@ class LocalQueueStatus(_Out, frozen=True, kw_only=True):
     active_message: str
 
 
+class PodSetAsk(_Out, frozen=True, kw_only=True):
+    name: str
+    count: int
+    flavor: str  # the TAS flavor its flavor assignment picked
+    requests: dict[str, int]  # one pod, Kueue's integer view (milli-cpu, whole units otherwise)
+    topology_request: PodSetTopologyRequest | None  # None: implied unconstrained
+    implied: bool
+    tolerations: tuple[Toleration, ...] = ()
+    node_selector: dict[str, str] = {}
+
+
+class PlacementRequest(_Out, frozen=True, kw_only=True):
+    """Ask the topology solver to place a workload's pod sets (answered by a PlacementAnswer event)."""
+
+    id: str
+    workload: str  # namespace/name
+    uid: str
+    cluster_queue: str
+    fingerprint: str  # pod sets, counts and flavors asked about: a change asks again
+    pod_sets: tuple[PodSetAsk, ...]
+    candidates: tuple[str, ...] = ()  # namespace/name of workloads it may preempt, in eviction order
+
+
 class CycleResult(_Out, frozen=True, kw_only=True):
     cycle: int
     admissions: tuple[AdmissionDecision, ...] = ()
@@ -133,10 +158,12 @@ class CycleResult(_Out, frozen=True, kw_only=True):
     pending: tuple[PendingDecision, ...] = ()
     cluster_queues: tuple[ClusterQueueStatus, ...] = ()
     local_queues: tuple[LocalQueueStatus, ...] = ()
+    placements: tuple[PlacementRequest, ...] = ()
 
     def empty(self) -> bool:
         return not (
-            self.admissions
+            self.placements
+            or self.admissions
             or self.preemptions
             or self.evictions
             or self.deactivations

@@ -5,6 +5,8 @@ from __future__ import annotations
 import enum
 from typing import Literal
 
+from kq.api.workload import TopologyAssignment
+
 from .assignment import Assignment
 from .preemption import Target
 from .runtime import ClusterQueueRuntime
@@ -28,8 +30,12 @@ RequeueReason = Literal[
     "PendingPreemption",
     "FailedAfterNomination",
     "WaitingForPodsReady",
+    "WaitingForTopology",
 ]
-IMMEDIATE_BEST_EFFORT: frozenset[RequeueReason] = frozenset({"FailedAfterNomination", "PendingPreemption"})
+# WaitingForTopology stays at the head and stalls its queue until the solver answers: the heads
+# behind it must not be asked about (and handed capacity) on quota the head is about to take.
+IMMEDIATE_BEST_EFFORT: frozenset[RequeueReason] = frozenset(
+    {"FailedAfterNomination", "PendingPreemption", "WaitingForTopology"})
 
 
 class Entry:
@@ -44,6 +50,7 @@ class Entry:
         "requeue_reason",
         "epoch",
         "tainted",
+        "topology",
     )
 
     def __init__(self, info: PendingInfo, cq: ClusterQueueRuntime, epoch: tuple[int, int]) -> None:
@@ -57,6 +64,7 @@ class Entry:
         self.requeue_reason: RequeueReason = ""
         self.epoch = epoch
         self.tainted = False  # evaluated while this cycle held capacity for someone else
+        self.topology: dict[str, TopologyAssignment] = {}  # TAS: pod set -> the solver's placement
 
     @property
     def usage(self) -> dict[tuple[str, str], int]:

@@ -45,6 +45,7 @@ from .model import (
     SchedulerConfig,
     Taint,
     Toleration,
+    Topology,
     Workload,
     WorkloadPriorityClass,
 )
@@ -318,6 +319,7 @@ def workload(obj: api.Workload) -> Workload:
             node_selector=dict(ps.template.spec.node_selector),
             tolerations=tuple(_toleration(t) for t in ps.template.spec.tolerations),
             required_affinity=_affinity(ps.template.spec),
+            topology_request=ps.topology_request,
         )
         for i, ps in enumerate(spec.pod_sets)
     )
@@ -334,6 +336,7 @@ def workload(obj: api.Workload) -> Workload:
                     flavors=dict(psa.flavors),
                     resource_usage=_resource_list(psa.resource_usage, f"{key}: status.admission.podSetAssignments[{i}]"),
                     count=psa.count if psa.count is not None else counts.get(psa.name, 0),
+                    topology_assignment=psa.topology_assignment,
                 )
                 for i, psa in enumerate(status.admission.pod_set_assignments)
             ),
@@ -374,6 +377,7 @@ def workload(obj: api.Workload) -> Workload:
         admission_checks=tuple(
             AdmissionCheckState(name=c.name, state=c.state, message=c.message) for c in status.admission_checks
         ),
+        unhealthy_nodes=tuple(n.name for n in status.unhealthy_nodes),
         admitted_time=to_seconds(admitted.last_transition_time) if admitted is not None else None,
         max_execution_s=spec.maximum_execution_time_seconds,
         past_execution_s=status.accumulated_past_execution_time_seconds or 0,
@@ -398,6 +402,8 @@ def event_from_api(obj: object) -> Event | None:
             return priority_class(obj)
         case api.AdmissionCheck():
             return admission_check(obj)
+        case api.Topology():
+            return Topology(name=obj.metadata.name)
         case api_core.Namespace():
             return namespace(obj)
     return None

@@ -12,6 +12,8 @@ from typing import Literal, Union
 
 import msgspec
 
+from kq.api.workload import PodSetTopologyRequest, TopologyAssignment
+
 QueueingStrategy = Literal["StrictFIFO", "BestEffortFIFO"]
 PreemptionPolicy = Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority", "Any"]
 BorrowPolicy = Literal["Never", "LowerPriority"]
@@ -171,6 +173,7 @@ class PodSet(_Rec, frozen=True, kw_only=True):
     node_selector: dict[str, str] = {}
     tolerations: tuple[Toleration, ...] = ()
     required_affinity: tuple[NodeSelectorTerm, ...] = ()  # ORed terms
+    topology_request: PodSetTopologyRequest | None = None  # TAS: where the pods must / should go
 
 
 class PodSetAssignment(_Rec, frozen=True, kw_only=True):
@@ -178,6 +181,7 @@ class PodSetAssignment(_Rec, frozen=True, kw_only=True):
     flavors: dict[str, str]  # resource -> flavor
     resource_usage: dict[str, int]  # resource -> milli-units for all `count` pods
     count: int
+    topology_assignment: TopologyAssignment | None = None  # TAS: the solver's placement
 
 
 class Admission(_Rec, frozen=True, kw_only=True):
@@ -217,6 +221,7 @@ class Workload(_Rec, frozen=True, kw_only=True):
     max_execution_s: int | None = None  # spec.maximumExecutionTimeSeconds
     past_execution_s: int = 0  # status.accumulatedPastExecutionTimeSeconds: admitted time of earlier admissions
     pods_ready: bool = False  # PodsReady=True
+    unhealthy_nodes: tuple[str, ...] = ()  # TAS: failed nodes its placement uses (status.unhealthyNodes)
 
     def execution_deadline(self) -> float | None:
         """When an admitted workload has run out of its maximum execution time (Kueue
@@ -239,7 +244,28 @@ Kind = Literal[
     "WorkloadPriorityClass",
     "AdmissionCheck",
     "Workload",
+    "Topology",
 ]
+
+
+class Topology(_Rec, frozen=True, kw_only=True):
+    """Only its existence matters here: a TAS flavor naming a missing one makes its queues inactive."""
+
+    name: str
+
+
+class PlacementAnswer(_Rec, frozen=True, kw_only=True):
+    """The topology solver's answer to a PlacementRequest (see decisions.py)."""
+
+    workload: str  # namespace/name
+    uid: str
+    request_id: str
+    placed: bool
+    topology: dict[str, TopologyAssignment] = {}  # pod set -> assignment
+    victims: tuple[str, ...] = ()  # namespace/name: placed only once these are preempted
+    reason: str = ""
+    message: str = ""
+    at: float = 0.0  # when it came (the caller's clock): an old placement is asked for again
 
 
 class Deleted(_Rec, frozen=True, kw_only=True):
@@ -257,6 +283,8 @@ Event = Union[
     WorkloadPriorityClass,
     AdmissionCheck,
     Workload,
+    Topology,
+    PlacementAnswer,
     Deleted,
 ]
 

@@ -4,6 +4,7 @@
     book      WorkloadBook    workload records: pending, reserved, assumed, backoff timers (book.py)
     ledger    IssueLedger     decisions issued once, decision ids (ledger.py)
     reporter  StatusReporter  what changed and must be reported (reporter.py)
+    placements PlacementBook  questions to the topology solver and its answers (placements.py)
 
 `now` and `cycle` are the time and number of the latest cycle; only cycle.run_cycle sets them.
 """
@@ -15,12 +16,13 @@ import math
 from .book import WorkloadBook
 from .ledger import DecisionIds, IssueLedger
 from .model import SchedulerConfig
+from .placements import PlacementBook
 from .reporter import StatusReporter
 from .tree import QueueTree
 
 
 class Parts:
-    __slots__ = ("config", "ids", "reporter", "tree", "book", "ledger", "now", "cycle")
+    __slots__ = ("config", "ids", "reporter", "tree", "book", "ledger", "placements", "now", "cycle")
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
@@ -29,5 +31,6 @@ class Parts:
         self.tree = QueueTree(self.reporter)
         self.book = WorkloadBook()
         self.ledger = IssueLedger(self.ids)
+        self.placements = PlacementBook()
         self.now = -math.inf
         self.cycle = 0

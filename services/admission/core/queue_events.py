@@ -113,6 +113,18 @@ def apply_flavor(p: Parts, event: ResourceFlavor) -> None:
     _flavor_changed(p, event.name)
 
 
+def apply_topology(p: Parts, name: str, exists: bool) -> None:
+    """A TAS flavor's Topology appeared or went: the queues using such a flavor may flip Active."""
+    if (name in p.tree.topologies) == exists:
+        return
+    if exists:
+        p.tree.topologies.add(name)
+    else:
+        p.tree.topologies.discard(name)
+    for flavor in [f.name for f in p.tree.flavors.values() if f.topology_name == name]:
+        _flavor_changed(p, flavor)
+
+
 def apply_namespace(p: Parts, event: Namespace) -> None:
     p.tree.namespaces[event.name] = dict(event.labels)
     _namespaces_changed(p)
@@ -151,3 +163,5 @@ def apply_deleted(p: Parts, d: Deleted) -> None:
         case "AdmissionCheck":
             if tree.admission_checks.pop(d.name, None) is not None:
                 _check_changed(p, d.name)
+        case "Topology":
+            apply_topology(p, d.name, exists=False)

@@ -30,8 +30,10 @@ from .model import (
     Event,
     LocalQueue,
     Namespace,
+    PlacementAnswer,
     ResourceFlavor,
     SchedulerConfig,
+    Topology,
     Workload,
     WorkloadPriorityClass,
 )
@@ -69,6 +71,10 @@ class SchedulerState:
                 qe.apply_priority_class(p, event)
             case AdmissionCheck():
                 qe.apply_admission_check(p, event)
+            case Topology():
+                qe.apply_topology(p, event.name, exists=True)
+            case PlacementAnswer():
+                ws.apply_placement_answer(p, event)
             case Deleted():
                 qe.apply_deleted(p, event)
 
@@ -89,6 +95,11 @@ class SchedulerState:
     def admission_applied(self, key: str, resource_version: str) -> None:
         ws.admission_applied(self._p, key, resource_version)
 
+    def placement_outstanding(self, key: str, request_id: str) -> bool:
+        """Is this question to the topology solver still waiting for its answer?"""
+        req = self._p.placements.asked.get(key)
+        return req is not None and req.id == request_id and self._p.placements.answer_to(req) is None
+
     def next_wakeup(self) -> float | None:
         """The earliest time a backoff or a maximum execution time ends (call schedule then), or None."""
         book = self._p.book
@@ -102,7 +113,7 @@ class SchedulerState:
     def has_scheduling_work(self, now: float | None = None) -> bool:
         """Heads worth trying, parked workloads to bring back, a backoff ended by `now`, decisions queued."""
         p = self._p
-        if p.reporter.has_pending() or p.ledger.has_output() or p.tree.has_requeues():
+        if p.reporter.has_pending() or p.ledger.has_output() or p.tree.has_requeues() or p.placements.has_output():
             return True
         if now is not None:
             wake = self.next_wakeup()

@@ -27,6 +27,7 @@ class QueueTree:
         self.namespaces: dict[str, dict[str, str]] = {}
         self.priority_classes: dict[str, int] = {}
         self.admission_checks: dict[str, AdmissionCheck] = {}
+        self.topologies: set[str] = set()  # names of the Topologies that exist (TAS)
         self._epochs: dict[str, int] = {}
         self._global_epoch = 0
         self._requeue_roots: dict[int, QuotaNode] = {}
@@ -218,6 +219,10 @@ class QueueTree:
         missing = [f for f in cq.flavor_names if f not in self.flavors]
         if missing:
             reasons.append(("FlavorNotFound", f"references missing ResourceFlavor(s): {','.join(missing)}"))
+        no_topology = sorted({t for f in cq.flavor_names if (rf := self.flavors.get(f)) is not None
+                              and (t := rf.topology_name) and t not in self.topologies})
+        if no_topology:
+            reasons.append(("TopologyNotFound", f"references missing Topology(s): {','.join(no_topology)}"))
         checks = sorted(cq.checks)
         absent = [c for c in checks if c not in self.admission_checks]
         if absent:

@@ -16,11 +16,13 @@ from .model import (
     Kind,
     LocalQueue,
     Namespace,
+    PlacementAnswer,
     PreemptionPolicy,
     QueueingStrategy,
     ResourceFlavor,
     ResourceGroup,
     StopPolicy,
+    Topology,
     Workload,
     WorkloadPriorityClass,
 )
@@ -152,7 +154,9 @@ def validate(event: Event) -> None:
             _enum(event.stop_policy, StopPolicy, f"LocalQueue {event.namespace}/{event.name}: spec.stopPolicy")
         case Workload():
             _workload(event)
-        case ResourceFlavor() | Namespace() | WorkloadPriorityClass() | AdmissionCheck():
+        case PlacementAnswer():
+            _name(event.workload.partition("/")[2], "PlacementAnswer: workload")
+        case ResourceFlavor() | Namespace() | WorkloadPriorityClass() | AdmissionCheck() | Topology():
             _name(event.name, f"{type(event).__name__}: metadata.name")
         case Deleted():
             _enum(event.kind, Kind, "Deleted.kind")

@@ -12,7 +12,7 @@ import msgspec
 
 from . import check_rules
 from .decisions import AdmissionDecision
-from .model import Admission, Workload
+from .model import Admission, PlacementAnswer, Workload
 from .parts import Parts
 from .quota import add_usages, remove_usages
 from .runtime import ClusterQueueRuntime, LocalQueueRuntime
@@ -81,6 +81,7 @@ def apply_workload(p: Parts, w: Workload) -> None:
 
 def delete_workload(p: Parts, key: str) -> None:
     w = p.book.drop_record(key)
+    p.placements.forget(key)
     if key in p.book.reserved:
         release_reserved(p, key, notify=True)
     info = p.book.pending.get(key)
@@ -411,3 +412,30 @@ def drain_local_queue(p: Parts, lq: LocalQueueRuntime) -> None:
     for info in list(cq.workloads.values()):
         if info.lq_key == lq.key:
             check_rules.drain_if_needed(p, info)
+
+
+def apply_placement_answer(p: Parts, a: PlacementAnswer) -> None:
+    """The topology solver answered: bring the workload back to its queue's head to act on it."""
+    if not p.placements.accept(a):
+        return
+    d = p.placements.provisional.pop(a.workload, None)
+    if d is not None:
+        if p.book.assumed(a.workload) and a.placed and not a.victims:
+            pod_sets = tuple(msgspec.structs.replace(ps, topology_assignment=a.topology.get(ps.name))
+                             for ps in d.pod_sets)
+            done = msgspec.structs.replace(d, pod_sets=pod_sets)
+            info_r = p.book.reserved[a.workload]
+            info_r.admission = msgspec.structs.replace(info_r.admission, pod_sets=pod_sets)
+            p.placements.consume(a.workload)
+            p.placements.complete(done)
+            return
+        forget(p, a.workload)  # not placed (or only after preemptions): back to its queue with the answer
+    info = p.book.pending.get(a.workload)
+    if info is None:
+        p.placements.forget(a.workload)
+        return
+    cq = p.tree.cq_for_lq(info.lq_key)
+    if cq is None:
+        return
+    cq.queue.unpark(a.workload, p.now)
+    p.tree.bump_cq(cq.name)

@@ -65,6 +65,7 @@ def shape_of(w: Workload, priority: int) -> Shape:
                 tuple(sorted(ps.node_selector.items())),
                 ps.tolerations,
                 ps.required_affinity,
+                ps.topology_request,  # TAS: the same quota need may fit one topology and not another
             )
             for ps in w.pod_sets
         ),

@@ -29,6 +29,7 @@ KINDS: dict[str, Kind] = {
     "workloadpriorityclass": "WorkloadPriorityClass",
     "admissioncheck": "AdmissionCheck",
     "workload": "Workload",
+    "topology": "Topology",
 }
 NEEDED_KINDS: tuple[str, ...] = tuple(sorted(KINDS))
 

@@ -118,6 +118,7 @@ def api_admission(cluster_queue: str, pod_sets: tuple[PodSetAssignment, ...]) ->
                 flavors=dict(p.flavors),
                 resource_usage={r: format_quantity(v, r) for r, v in sorted(p.resource_usage.items())},
                 count=p.count,
+                topology_assignment=p.topology_assignment,
             )
             for p in pod_sets
         ),

@@ -24,12 +24,14 @@ from kq.api import kueue as api
 from kq.api.meta import find_condition
 from kq.messages import WORKLOAD_COMMANDS, CommandOutcome
 from kq.mirror import ObjectRecord, SyncMarker
-from services.admission.core.decisions import CycleResult
+from kq.placement import SolveReply, SolveRequest
+from services.admission.core.decisions import CycleResult, PlacementRequest
 from services.admission.core.model import SchedulerConfig
 from services.admission.core.state import SchedulerState
 from services.admission.plan.inputs import NEEDED_KINDS, convert, workload_key
 from services.admission.plan.outputs import Outputs, QueueFacts, Sent, api_admission, plan_outputs
 from services.admission.plan.pending_pacer import PendingPacer
+from services.admission.plan.placement import placement_answer, solve_request
 
 
 class LostLeadership(Exception):
@@ -60,6 +62,7 @@ class Partition:
         self.rebuilt = False  # the mirror replay has caught up (see mark_rebuilt)
         self.rounds = 0
         self.refusals = 0
+        self.asks: list[PlacementRequest] = []  # questions for the topology solver, not sent yet
 
     # --- inputs ------------------------------------------------------------------------------------
 
@@ -186,6 +189,7 @@ class Partition:
         come with it only when due (see status_interval_s)."""
         report = self._status_due(now)
         result = self.state.schedule(now, report_status=report)
+        self.asks.extend(result.placements)
         if report:
             self.status_reported_at = now
         return result
@@ -198,6 +202,15 @@ class Partition:
         outputs = self.pacer.pace(outputs, now)
         self.inflight.update(outputs.sent)
         return outputs, errors
+
+    def take_asks(self) -> list[tuple[PlacementRequest, SolveRequest]]:
+        """The questions to send to the topology solver, as bus requests."""
+        asks, self.asks = self.asks, []
+        uids = {k: r.uid for k, r in self.state.reserved.items()}
+        return [(req, solve_request(self.cluster, req, uids)) for req in asks]
+
+    def answer(self, req: PlacementRequest, reply: SolveReply, now: float) -> None:
+        self.state.apply(placement_answer(req, reply, now))
 
     def has_due(self, now: float) -> bool:
         """Held pending conditions are due: plan (with no results) to send them."""

@@ -98,9 +98,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INVALID
     tas = tas_features(cfg)
-    if tas:
+    if tas and args.virtual_time:
         print(f"error: {args.config} needs topology-aware scheduling ({'; '.join(tas[:3])}"
-              f"{'; ...' if len(tas) > 3 else ''}), which kq does not implement yet", file=sys.stderr)
+              f"{'; ...' if len(tas) > 3 else ''}), which --virtual-time (the admission core alone) does not "
+              "include: run it live", file=sys.stderr)
         return EXIT_INVALID
     if args.cycle_latency_ms < 0 or args.timeout <= 0 or args.concurrency < 1:
         print("error: --cycle-latency-ms must be >= 0, --timeout > 0 and --concurrency >= 1", file=sys.stderr)

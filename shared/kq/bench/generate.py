@@ -24,6 +24,9 @@ CLASS_LABEL = "kueue.x-k8s.io/performance-scheduler-class"
 RUNTIME_LABEL = "kueue.x-k8s.io/performance-scheduler-running-ms"
 CLEANUP_LABEL = "kueue.x-k8s.io/performance-scheduler-cleanup"
 RESOURCE = "cpu"
+TAS_NODE_GROUP_LABEL = "tas-node-group"
+TAS_NODE_GROUP_VALUE = "tas"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 POD_IMAGE = "registry.k8s.io/pause:3.9"
 
 
@@ -51,6 +54,9 @@ class WorkloadPlan(msgspec.Struct, frozen=True, kw_only=True):
     priority: int
     request_milli: int  # cpu per pod
     pod_count: int
+    tas_constraint: str | None = None  # required | preferred | balanced (slices of slice_size at tas_level)
+    tas_level: str | None = None
+    slice_size: int | None = None
 
     @property
     def key(self) -> str:
@@ -61,11 +67,23 @@ class WorkloadPlan(msgspec.Struct, frozen=True, kw_only=True):
         return self.request_milli * self.pod_count
 
 
+class TopologyPlan(msgspec.Struct, frozen=True, kw_only=True):
+    """Kueue's topology generator: nodes are the product of the level counts."""
+
+    name: str
+    level_names: tuple[str, ...]
+    level_labels: tuple[str, ...]
+    level_counts: tuple[int, ...]
+    capacity: dict[str, str]  # the node level's capacity
+    flavor_node_label: str  # the flavor's nodeLabels key (value "tas"), set on every node
+
+
 class BenchPlan(msgspec.Struct, frozen=True, kw_only=True):
     flavor: str
     queues: tuple[QueuePlan, ...]
     cohorts: tuple[str, ...]
     workloads: tuple[WorkloadPlan, ...]  # in creation order (at_ms, then generation order)
+    topology: TopologyPlan | None = None
 
     @property
     def last_creation_ms(self) -> int:
@@ -106,13 +124,24 @@ def build_plan(cfg: BenchConfig) -> BenchPlan:
                                     index=0, at_ms=at, namespace=name, name=f"{t.class_name}-{wsi}-{rnd}-{ti}",
                                     cluster_queue=name, class_name=t.class_name, runtime_ms=t.runtime_ms,
                                     priority=t.priority, request_milli=to_milli(t.request),
-                                    pod_count=t.pod_count or 1,
+                                    pod_count=t.pod_count or 1, tas_constraint=t.tas_constraint,
+                                    tas_level=t.tas_level, slice_size=t.slice_size,
                                 )
                                 unordered.append((at, seq, plan))
                                 seq += 1
     unordered.sort(key=lambda x: (x[0], x[1]))
     workloads = tuple(msgspec.structs.replace(p, index=i) for i, (_, _, p) in enumerate(unordered))
-    return BenchPlan(flavor=cfg.flavor_name, queues=tuple(queues), cohorts=tuple(cohorts), workloads=workloads)
+    topology = None
+    if cfg.topology is not None and cfg.resource_flavor is not None and cfg.resource_flavor.topology_name:
+        levels = cfg.topology.levels
+        topology = TopologyPlan(
+            name=cfg.topology.name, level_names=tuple(lv.name for lv in levels),
+            level_labels=tuple(lv.node_label for lv in levels), level_counts=tuple(lv.count for lv in levels),
+            capacity={r: str(q) for r, q in (levels[-1].capacity or {}).items()},
+            flavor_node_label=cfg.resource_flavor.node_label or TAS_NODE_GROUP_LABEL,
+        )
+    return BenchPlan(flavor=cfg.flavor_name, queues=tuple(queues), cohorts=tuple(cohorts), workloads=workloads,
+                     topology=topology)
 
 
 # --- the Kubernetes objects --------------------------------------------------------------------------
@@ -134,8 +163,42 @@ def namespace_object(q: QueuePlan) -> api_core.Namespace:
 
 
 def flavor_object(plan: BenchPlan) -> api.ResourceFlavor:
+    spec = api.ResourceFlavorSpec()
+    if plan.topology is not None:
+        spec = api.ResourceFlavorSpec(node_labels={plan.topology.flavor_node_label: TAS_NODE_GROUP_VALUE},
+                                      topology_name=plan.topology.name)
     return api.ResourceFlavor(api_version=KUEUE_API, kind="ResourceFlavor",
-                              metadata=ObjectMeta(name=plan.flavor, labels=_labels()))
+                              metadata=ObjectMeta(name=plan.flavor, labels=_labels()), spec=spec)
+
+
+def topology_object(t: TopologyPlan) -> api.Topology:
+    return api.Topology(api_version=KUEUE_API, kind="Topology", metadata=ObjectMeta(name=t.name, labels=_labels()),
+                        spec=api.TopologySpec(levels=tuple(api.TopologyLevel(node_label=lb) for lb in t.level_labels)))
+
+
+def node_objects(t: TopologyPlan) -> list[api_core.Node]:
+    """Kueue's generateNodesRecursive: values "<level name>-<i>", node "node-b0-r2-n15", Ready.
+    The hostname label is the node's name, so hostname-only topology assignments stay unambiguous."""
+    allocatable = {**t.capacity, "pods": "110"}
+    out: list[api_core.Node] = []
+
+    def walk(depth: int, values: list[str]) -> None:
+        if depth == len(t.level_counts):
+            name = "node" + "".join(f"-{v[0]}{v.rsplit('-', 1)[1]}" for v in values)
+            labels = {**_labels(), t.flavor_node_label: TAS_NODE_GROUP_VALUE, **dict(zip(t.level_labels, values))}
+            if t.level_labels[-1] == HOSTNAME_LABEL:
+                labels[HOSTNAME_LABEL] = name  # as on a real node (Kueue's generator reuses "node-<i>" per rack)
+            out.append(api_core.Node(
+                api_version="v1", kind="Node", metadata=ObjectMeta(name=name, labels=labels),
+                status=api_core.NodeStatus(capacity=allocatable, allocatable=allocatable,
+                                           conditions=(api_core.CoreCondition(type="Ready", status="True"),)),
+            ))
+            return
+        for i in range(t.level_counts[depth]):
+            walk(depth + 1, values + [f"{t.level_names[depth]}-{i}"])
+
+    walk(0, [])
+    return out
 
 
 def cohort_object(name: str) -> api.Cohort:
@@ -180,9 +243,19 @@ def workload_object(w: WorkloadPlan, *, uid: str = "", creation_timestamp: str |
         name="main", image=POD_IMAGE,
         resources=api_core.ResourceRequirements(requests={RESOURCE: _quantity(w.request_milli)}),
     )
+    request = None
+    if w.tas_level:
+        if w.tas_constraint == "required":
+            request = api.PodSetTopologyRequest(required=w.tas_level)
+        elif w.tas_constraint == "preferred":
+            request = api.PodSetTopologyRequest(preferred=w.tas_level)
+        else:  # balanced: Kueue's generator asks for slices at the level
+            request = api.PodSetTopologyRequest(pod_set_slice_required_topology=w.tas_level,
+                                                pod_set_slice_size=w.slice_size)
     pod_set = api.PodSet(
         name="main", count=w.pod_count,
         template=api_core.PodTemplateSpec(spec=api_core.PodSpec(restart_policy="Never", containers=(container,))),
+        topology_request=request,
     )
     return api.Workload(
         api_version=KUEUE_API,
@@ -196,9 +269,12 @@ def workload_object(w: WorkloadPlan, *, uid: str = "", creation_timestamp: str |
 
 
 def setup_objects(plan: BenchPlan) -> list[msgspec.Struct]:
-    """Everything but the workloads, in an order the API accepts: flavor, cohorts, then per queue
-    its namespace, ClusterQueue and LocalQueue."""
-    out: list[msgspec.Struct] = [flavor_object(plan)]
+    """Everything but the workloads, in an order the API accepts: (TAS: the Topology and the nodes),
+    flavor, cohorts, then per queue its namespace, ClusterQueue and LocalQueue."""
+    out: list[msgspec.Struct] = []
+    if plan.topology is not None:
+        out += [topology_object(plan.topology), *node_objects(plan.topology)]
+    out.append(flavor_object(plan))
     out += [cohort_object(c) for c in plan.cohorts]
     for q in plan.queues:
         out += [namespace_object(q), cluster_queue_object(plan, q), local_queue_object(q)]

@@ -77,16 +77,22 @@ async def _create(client: KubeClient, obj: msgspec.Struct) -> None:
 
 async def _setup(client: KubeClient, plan: BenchPlan, concurrency: int) -> None:
     objs = setup_objects(plan)
-    head = [o for o in objs if _kind(o) in ("resourceflavor", "cohort")]
-    await asyncio.gather(*(_create(client, o) for o in head))
+    cluster_scoped = ("topology", "node", "resourceflavor", "cohort")
+    head = [o for o in objs if _kind(o) in cluster_scoped]
     sem = asyncio.Semaphore(concurrency)
+
+    async def one(o: msgspec.Struct) -> None:
+        async with sem:
+            await _create(client, o)
+
+    await asyncio.gather(*(one(o) for o in head))
 
     async def queue_objects(group: list[msgspec.Struct]) -> None:
         async with sem:
             for o in group:  # namespace, ClusterQueue, LocalQueue: in order
                 await _create(client, o)
 
-    rest = [o for o in objs if _kind(o) not in ("resourceflavor", "cohort")]
+    rest = [o for o in objs if _kind(o) not in cluster_scoped]
     await asyncio.gather(*(queue_objects(rest[i:i + 3]) for i in range(0, len(rest), 3)))
 
 

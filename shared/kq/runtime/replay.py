@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 _POLICY = {"all": api.DeliverPolicy.ALL, "last_per_subject": api.DeliverPolicy.LAST_PER_SUBJECT}
 
 
+_YIELD_EVERY = 64  # handlers rarely await for real: let the loop breathe within a batch
+
+
 class _Gap(Exception):
     pass
 
@@ -107,6 +110,8 @@ class Replay:
                         self.handled += 1
                         if d.pending == 0 or d.stream_seq >= start_last:
                             self.caught_up.set()
+                        if self.handled % _YIELD_EVERY == 0:
+                            await asyncio.sleep(0)  # a long batch must not hold up replies and timers
             except (ConsumerGone, _Gap) as e:
                 self._bus.log.warning(
                     "replay consumer reset", stream=self.stream, reason=str(e), after_seq=self.last_seq

@@ -57,7 +57,7 @@ SUPPORTED: dict[str, bool] = {
     "waitForPodsReady": True,
     "multiKueue": False,
     "admissionFairSharing": False,
-    "topologyAwareScheduling": False,
+    "topologyAwareScheduling": True,
     "admissionChecks": False,
 }
 assert set(SUPPORTED) == set(features.FEATURES)

@@ -25,6 +25,7 @@ from kq.scenario.observed import (
     ObservedWorkload,
     observe_cluster_queue,
     observe_workload,
+    topology_view,
 )
 from kq.scenario.refs import canonical_kind, resolve_workload
 
@@ -60,10 +61,16 @@ class Observer:
         workloads: dict[str, ObservedWorkload | None] = {}
         if check.workloads:
             wls = await self.workloads(self.manager)
+            view = None
+            if any(a.topology_assignment is not None for w in wls if w.status.admission is not None
+                   for a in w.status.admission.pod_set_assignments):
+                view = topology_view(await self._list(self.manager, "ResourceFlavor"),
+                                     await self._list(self.manager, "Topology"),
+                                     await self._list(self.manager, "Node"))
             for key in check.workloads:
                 ns, _, name = key.partition("/")
                 wl = resolve_workload(wls, ns, name)
-                workloads[key] = observe_workload(wl) if wl is not None else None
+                workloads[key] = observe_workload(wl, view) if wl is not None else None
         cluster_queues: dict[str, ObservedClusterQueue | None] = {}
         if check.cluster_queues:
             listed_cqs: list[ClusterQueue] = await self._list(self.manager, "ClusterQueue")

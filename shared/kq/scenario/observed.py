@@ -9,7 +9,7 @@ the workload was preempted at least once).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import msgspec
 
@@ -105,7 +105,51 @@ def _reason_message(wl: Workload, state: str) -> str | None:
     return None
 
 
-def observe_workload(wl: Workload) -> ObservedWorkload:
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+class TopologyView(msgspec.Struct, frozen=True, kw_only=True):
+    """What it takes to read a hostname-only topologyAssignment with every level of its Topology:
+    Kueue records only the hostname level when the Topology's lowest level is the hostname."""
+
+    flavor_levels: dict[str, tuple[str, ...]] = {}  # TAS flavor -> its Topology's levels, top first
+    host_labels: dict[str, dict[str, str]] = {}  # hostname label value -> that node's labels
+
+
+def _full_values(values: tuple[str, ...], levels: tuple[str, ...], flavor_levels: tuple[str, ...] | None,
+                 view: TopologyView) -> tuple[str, ...]:
+    if levels != (HOSTNAME_LABEL,) or not flavor_levels or len(flavor_levels) == 1:
+        return values
+    labels = view.host_labels.get(values[0])
+    if labels is None or any(lv not in labels for lv in flavor_levels):
+        return values
+    return tuple(labels[lv] for lv in flavor_levels)
+
+
+def _observed_topology(a, view: TopologyView | None) -> tuple[ObservedDomain, ...]:  # type: ignore[no-untyped-def]
+    ta = a.topology_assignment
+    flavor_levels = None
+    if view is not None:
+        flavor_levels = next((view.flavor_levels[f] for f in a.flavors.values() if f in view.flavor_levels), None)
+    return tuple(sorted(
+        ObservedDomain(values=_full_values(d.values, tuple(ta.levels), flavor_levels, view or TopologyView()),
+                       count=d.count)
+        for d in topology_domains(ta)
+    ))
+
+
+def topology_view(flavors: Sequence, topologies: Sequence, nodes: Sequence) -> TopologyView:  # type: ignore[type-arg]
+    levels = {t.metadata.name: tuple(lv.node_label for lv in t.spec.levels) for t in topologies}
+    flavor_levels: Mapping[str, tuple[str, ...]] = {
+        f.metadata.name: levels[f.spec.topology_name] for f in flavors
+        if f.spec.topology_name and f.spec.topology_name in levels
+    }
+    hosts = {n.metadata.labels[HOSTNAME_LABEL]: dict(n.metadata.labels) for n in nodes
+             if HOSTNAME_LABEL in n.metadata.labels}
+    return TopologyView(flavor_levels=dict(flavor_levels), host_labels=hosts)
+
+
+def observe_workload(wl: Workload, view: TopologyView | None = None) -> ObservedWorkload:
     state = workload_state(wl)
     st = wl.status
     admission = st.admission
@@ -123,9 +167,9 @@ def observe_workload(wl: Workload) -> ObservedWorkload:
             for a in admission.pod_set_assignments
         }
         topology = {
-            a.name: tuple(sorted(ObservedDomain(values=d.values, count=d.count) for d in topology_domains(ta)))
+            a.name: _observed_topology(a, view)
             for a in admission.pod_set_assignments
-            if (ta := a.topology_assignment) is not None
+            if a.topology_assignment is not None
         } or None
     requeue = st.requeue_state
     return ObservedWorkload(

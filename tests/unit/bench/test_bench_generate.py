@@ -148,3 +148,29 @@ def test_physical_limit_is_arrival_bound_when_capacity_is_ample() -> None:
     doc["cohorts"][0]["queuesSets"][0]["nominalQuota"] = 1000
     wall_ms, _ = physical_limit(build_plan(parse_config(yaml.safe_dump(doc))))
     assert wall_ms == 420  # the last creation (400) + its runtime (20)
+
+
+def test_tas_plan_generates_topology_nodes_flavor_and_requests() -> None:
+    from kq.bench.config import load_config
+    from kq.bench.generate import build_plan, node_objects, setup_objects, workload_object
+
+    plan = build_plan(load_config(Path(__file__).resolve().parents[3].parent / "shared" / "bench" / "tas.yaml"))
+    assert plan.topology is not None
+    nodes = node_objects(plan.topology)
+    assert len(nodes) == 1 * 10 * 64
+    n = nodes[0]
+    assert n.metadata.name == "node-b0-r0-n0"
+    assert n.metadata.labels["cloud.provider.com/topology-rack"] == "rack-0"
+    assert n.metadata.labels["kubernetes.io/hostname"] == "node-b0-r0-n0"
+    assert n.status.allocatable == {"cpu": "96", "memory": "256Gi", "pods": "110"}
+    objs = setup_objects(plan)
+    assert [o.kind for o in objs[:2]] == ["Topology", "Node"]
+    flavor = next(o for o in objs if o.kind == "ResourceFlavor")
+    assert flavor.spec.topology_name == "default-topology"
+    assert flavor.spec.node_labels == {"tas-node-group": "tas"}
+    by_class = {w.class_name: w for w in plan.workloads}
+    req = workload_object(by_class["small-required-rack"]).spec.pod_sets[0].topology_request
+    assert req is not None and req.required == "cloud.provider.com/topology-rack"
+    bal = workload_object(by_class["medium-balanced-rack"]).spec.pod_sets[0].topology_request
+    assert bal is not None and bal.pod_set_slice_required_topology == "cloud.provider.com/topology-rack"
+    assert bal.pod_set_slice_size == 2

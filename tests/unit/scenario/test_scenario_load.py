@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pathlib import Path
+
 import pytest
 import yaml
 from scenario_docs import EXAMPLES, base, workload
@@ -50,6 +52,12 @@ def test_every_example_loads_when_every_feature_is_supported(path, all_supported
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("core/*.yaml")), ids=lambda p: p.stem)
 def test_core_examples_load_with_the_current_table(path) -> None:
+    assert load_file(path).name == path.stem
+
+
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("tas/*.yaml")) + sorted(
+    (Path(__file__).resolve().parents[3] / "scenarios" / "tas").glob("*.yaml")), ids=lambda p: p.stem)
+def test_tas_scenarios_load_now_that_tas_is_supported(path) -> None:
     assert load_file(path).name == path.stem
 
 

@@ -1,0 +1,8 @@
+"""python -m services.tas: the topology solver (one active instance per lease, the rest standby)."""
+
+from kq.runtime import run_service
+from services.tas.service import SERVICE, main
+
+if __name__ == "__main__":
+    # Health says "standby" / "starting" / "ready" itself (ready once rebuilt and answering).
+    raise SystemExit(run_service(SERVICE, main, ready_when_started=False))

@@ -1,0 +1,132 @@
+"""Wiring of the tas service: one lease ("tas"/"default"); while it is held, a SolverTerm.
+
+A term (1) replays our own hold records (KQ_EVENTS, last per workload) and the mirror of the
+kinds the solver reads (Topologies, ResourceFlavors, Nodes, Pods, Workloads) of every
+configured cluster until caught up and synced, (2) subscribes to `kq.v1.tas.solve` and
+answers admission until the lease is lost. A second instance waits for the lease as a hot
+standby; nothing is lost when it takes over, because every hold it must respect is either in
+a Workload's status (confirmed) or in a PlacementHeld record (handed out, not yet confirmed).
+
+Request/reply rather than a stream: admission needs one answer for one candidate now, and an
+answer nobody waits for any more is worthless; what must survive (the capacity an answer
+handed out) is made durable by the PlacementHeld record published before the reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+
+import msgspec
+import nats
+
+from kq import subjects
+from kq.config import Config, ConfigError
+from kq.obs import get_logger
+from kq.placement import HOLDS_FILTER, PlacementHeld
+from kq.runtime import Bus, Lease, lead
+from services.tas.handlers import NEEDED_KINDS, SolverInputs, record_hold, solve
+
+SERVICE = "tas"
+
+
+class TasSettings(msgspec.Struct, frozen=True, kw_only=True):
+    lease_partition: str = "default"
+    lease_ttl_s: int = 5
+    hold_ttl_s: float = 30.0  # an answer admission did not act on stops holding capacity after this
+    restart_backoff_s: float = 0.5
+    restart_backoff_max_s: float = 10.0
+    replay_batch: int = 1000
+    publish_timeout_s: float = 5.0  # a hold record's PubAck
+
+
+def mirror_filters(clusters: tuple[str, ...]) -> list[str]:
+    out: list[str] = []
+    for c in clusters:
+        out += [subjects.object_filter(c, k) for k in NEEDED_KINDS]
+        out += [subjects.sync_subject(c, k) for k in NEEDED_KINDS]
+    return out
+
+
+class SolverTerm:
+    def __init__(self, bus: Bus, clusters: tuple[str, ...], epoch: int, settings: TasSettings) -> None:
+        self.bus = bus
+        self.clusters = clusters
+        self.epoch = epoch
+        self.settings = settings
+        self.inputs = SolverInputs(clusters, hold_ttl_s=settings.hold_ttl_s)
+        self._finishing: set[asyncio.Task[None]] = set()
+        self.log = get_logger("kq.tas", epoch=epoch)
+
+    async def run(self) -> None:
+        holds = self.bus.replay(subjects.EVENTS_STREAM, HOLDS_FILTER, self.inputs.on_hold, deliver="last_per_subject")
+        mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters), self.inputs.on_object,
+                                 deliver="last_per_subject", batch=self.settings.replay_batch)
+        t0 = self.bus.clock.monotonic()
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(holds.run(), name="tas:holds")
+            await holds.caught_up.wait()
+            tg.create_task(mirror.run(), name="tas:mirror")
+            await mirror.caught_up.wait()
+            await self.inputs.synced.wait()
+            self.log.info("state rebuilt", objects=mirror.handled, holds=holds.handled,
+                          seconds=round(self.bus.clock.monotonic() - t0, 3))
+            # Requests and replies on a connection of their own, not behind the mirror's batches.
+            self._nc = await nats.connect(self.bus.config.url, name=f"tas-{self.bus.instance}-solve",
+                                          max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+            try:
+                await self._nc.subscribe(subjects.TAS_SOLVE, queue="tas", cb=self._on_solve)
+                self.bus.mark_ready()
+                await asyncio.Event().wait()  # until the lease code cancels the term
+            finally:
+                await self._nc.close()
+
+    async def _on_solve(self, msg) -> None:  # type: ignore[no-untyped-def]
+        """Solve in arrival order (synchronously: each answer sees the holds of the one before),
+        then record the hold and reply off the subscription, so PubAcks overlap."""
+        try:
+            reply, hold = solve(self.inputs, msg.data, self.bus.clock.now())
+        except Exception as e:  # a bug: say so loudly; admission asks again
+            self.log.error("solve failed", error=repr(e), exc_info=e)
+            return
+        task = asyncio.create_task(self._finish(msg.reply, reply, hold))
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+
+    async def _finish(self, reply_to: str, reply: bytes, hold: PlacementHeld | None) -> None:
+        try:
+            if hold is not None:
+                await record_hold(self._nc.jetstream(), hold, self.settings.publish_timeout_s)
+            if reply_to:
+                await self._nc.publish(reply_to, reply)
+        except Exception as e:  # noqa: BLE001 - not recorded means not answered: admission asks again
+            self.log.warning("answer not recorded; not replying", error=repr(e))
+
+
+async def main(bus: Bus, config: Config, settings: TasSettings | None = None) -> None:
+    settings = settings or TasSettings()
+    clusters = tuple(c.name for c in config.clusters)
+    if not clusters:
+        raise ConfigError("tas: no clusters configured (config `clusters`)")
+    holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
+    lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s)
+    log = get_logger("kq.tas", instance=config.instance)
+
+    async def term(epoch: int) -> None:
+        bus.status = "starting"
+        try:
+            await SolverTerm(bus, clusters, epoch, settings).run()
+        finally:
+            bus.status = "standby"
+
+    backoff = settings.restart_backoff_s
+    while True:
+        bus.status = "standby"
+        try:
+            await lead(lease, term)
+            return
+        except Exception as e:  # noqa: BLE001 - the term's end is reported, then we stand again
+            log.warning("term ended; standing for the lease again", epoch=lease.epoch, reason=repr(e))
+        await bus.clock.sleep(backoff)
+        backoff = min(backoff * 2, settings.restart_backoff_max_s)

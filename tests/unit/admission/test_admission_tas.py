@@ -1,0 +1,95 @@
+"""Topology-aware scheduling in the admission core: ask, assume, complete or roll back
+(services/admission/core/placements.py and the cycle's _placed)."""
+
+from __future__ import annotations
+
+from admission_builders import cq, flavor, wl
+from admission_world import world
+from msgspec.structs import replace
+
+from kq.api.topology import TopologyDomain, compact_topology_assignment
+from kq.api.workload import PodSetTopologyRequest
+from services.admission.core.model import PlacementAnswer, Topology
+
+RACK = "cloud.provider.com/topology-rack"
+ASSIGNMENT = compact_topology_assignment(("kubernetes.io/hostname",), [TopologyDomain(("x1",), 2)])
+
+
+def _world(topology: bool = True):  # type: ignore[no-untyped-def]
+    w = world(cq("cq").flavor("tas", cpu="8").obj())
+    w.apply(replace(flavor("tas"), topology_name="dc"))
+    if topology:
+        w.apply(Topology(name="dc"))
+    return w
+
+
+def _tas_wl(key: str, at: float = 0.0):  # type: ignore[no-untyped-def]
+    base = wl(key).queue("cq").at(at).pods("main", 2, cpu="1").obj()
+    ps = replace(base.pod_sets[0], topology_request=PodSetTopologyRequest(required=RACK))
+    return replace(base, pod_sets=(ps,))
+
+
+def test_a_tas_workload_is_asked_about_assumed_then_admitted_with_the_placement() -> None:
+    w = _world()
+    w.apply(_tas_wl("default/a"))
+    r = w.step(1.0, echo=False)
+    assert r.admissions == ()
+    [req] = r.placements
+    assert req.workload == "default/a" and req.pod_sets[0].flavor == "tas" and req.pod_sets[0].count == 2
+    assert req.pod_sets[0].requests == {"cpu": 1000} and req.pod_sets[0].topology_request.required == RACK
+    assert w.state.reserved["default/a"].assumed  # its quota is held while the solver answers
+    w.state.apply(PlacementAnswer(workload="default/a", uid=req.uid, request_id=req.id, placed=True,
+                                  topology={"main": ASSIGNMENT}, at=1.0))
+    r = w.step(1.1, echo=False)
+    [d] = r.admissions
+    assert d.pod_sets[0].topology_assignment == ASSIGNMENT
+
+
+def test_a_failed_placement_rolls_back_and_leaves_it_pending_with_the_message() -> None:
+    w = _world()
+    w.apply(_tas_wl("default/a"))
+    [req] = w.step(1.0, echo=False).placements
+    w.state.apply(PlacementAnswer(workload="default/a", uid=req.uid, request_id=req.id, placed=False,
+                                  reason="NoFit", message=f"cannot fit 2 pods in one {RACK}", at=1.0))
+    assert "default/a" not in w.state.reserved
+    r = w.step(1.1, echo=False)
+    assert r.admissions == () and r.placements == ()
+    assert w.status("default/a") == "pending"
+    assert RACK in w.messages["default/a"]
+
+
+def test_an_answer_to_an_older_question_is_ignored() -> None:
+    w = _world()
+    w.apply(_tas_wl("default/a"))
+    [req] = w.step(1.0, echo=False).placements
+    w.state.apply(PlacementAnswer(workload="default/a", uid=req.uid, request_id="tas.other.1", placed=True,
+                                  topology={"main": ASSIGNMENT}, at=1.0))
+    assert w.step(1.1, echo=False).admissions == ()
+
+
+def test_a_non_tas_workload_in_a_mixed_queue_is_not_asked_about() -> None:
+    w = world(cq("cq").flavor("plain", cpu="8").obj())
+    w.apply(flavor("plain"))
+    w.apply(wl("default/a").queue("cq").pods("main", 1, cpu="1").obj())
+    r = w.step(1.0, echo=False)
+    assert [d.workload for d in r.admissions] == ["default/a"] and r.placements == ()
+    assert r.admissions[0].pod_sets[0].topology_assignment is None
+
+
+def test_implied_when_every_flavor_is_a_tas_flavor() -> None:
+    w = _world()
+    w.apply(wl("default/a").queue("cq").pods("main", 1, cpu="1").obj())
+    [req] = w.step(1.0, echo=False).placements
+    assert req.pod_sets[0].implied and req.pod_sets[0].topology_request is None
+
+
+def test_a_missing_topology_makes_the_queue_inactive_naming_it() -> None:
+    w = _world(topology=False)
+    w.apply(_tas_wl("default/a"))
+    r = w.step(1.0, echo=False)
+    assert r.placements == () and r.admissions == ()
+    [status] = [s for s in r.cluster_queues if s.name == "cq"]
+    assert not status.active and status.active_reason == "TopologyNotFound" and "dc" in status.active_message
+    w.apply(Topology(name="dc"))
+    assert [p.workload for p in w.step(2.0, echo=False).placements] == ["default/a"]
+

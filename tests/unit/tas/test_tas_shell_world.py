@@ -1,0 +1,140 @@
+"""The tas shell's world: mirror records and hold records in, answers and holds out (services/tas/world.py)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from kq.api.kueue import Workload
+from kq.api.registry import decode_object
+from kq.api.topology import topology_domains
+from kq.mirror import ObjectRecord
+from kq.placement import PlacementHeld, PodSetPlacementRequest, SolveRequest
+from kq.api.workload import PodSetTopologyRequest
+from services.tas.world import World
+
+LEVELS = ["cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname"]
+
+
+def rec(kind: str, obj: dict, ns: str = "", deleted: bool = False) -> ObjectRecord:  # type: ignore[type-arg]
+    meta = obj["metadata"]
+    return ObjectRecord(cluster="manager", kind=kind, namespace=ns, name=meta["name"], deleted=deleted,
+                        resource_version=meta.get("resourceVersion", "1"), uid=meta.get("uid", ""),
+                        raw=msgspec.json.encode(obj))
+
+
+def node(name: str, block: str, rack: str, cpu: str = "1", ready: str = "True") -> dict:  # type: ignore[type-arg]
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"tas": "yes", LEVELS[0]: block, LEVELS[1]: rack, LEVELS[2]: name}},
+            "status": {"allocatable": {"cpu": cpu, "pods": "10"}, "conditions": [{"type": "Ready", "status": ready}]}}
+
+
+def world(topology: str = "dc") -> World:
+    w = World("manager", hold_ttl_s=30.0)
+    w.apply_record(rec("topology", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+                                    "metadata": {"name": "dc"},
+                                    "spec": {"levels": [{"nodeLabel": lv} for lv in LEVELS]}}))
+    w.apply_record(rec("resourceflavor", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                                          "metadata": {"name": "tas-flavor"},
+                                          "spec": {"nodeLabels": {"tas": "yes"}, "topologyName": topology}}))
+    for n in (node("x1", "b1", "r1"), node("x2", "b1", "r2"), node("x3", "b1", "r2"), node("x4", "b2", "r1", "2")):
+        w.apply_record(rec("node", n))
+    return w
+
+
+def request(name: str, count: int, cpu: int = 1000, **topology: object) -> SolveRequest:
+    ps = PodSetPlacementRequest(name="main", count=count, flavor="tas-flavor", requests={"cpu": cpu},
+                                topology_request=PodSetTopologyRequest(**topology) if topology else None)
+    return SolveRequest(id=f"req-{name}", cluster="manager", namespace="ns", name=name, uid=f"uid-{name}",
+                        pod_sets=(ps,))
+
+
+def domains(reply) -> list[tuple[tuple[str, ...], int]]:  # type: ignore[no-untyped-def]
+    return sorted((d.values, d.count) for d in topology_domains(reply.pod_sets[0].topology_assignment))
+
+
+def test_required_rack_is_placed_and_held() -> None:
+    w = world()
+    reply, held = w.solve(request("a", 2, required=LEVELS[1]), now=100.0)
+    assert reply.placed and held is not None
+    assert domains(reply) == [(("x2",), 1), (("x3",), 1)]  # hostname-only, as Kueue writes it
+    # The same capacity is not handed out twice: b1/r2 is full now, b2/r1 (x4, 2 cpu) is next.
+    reply2, _ = w.solve(request("b", 2, required=LEVELS[1]), now=100.5)
+    assert domains(reply2) == [(("x4",), 2)]
+    reply3, held3 = w.solve(request("c", 2, required=LEVELS[1]), now=101.0)
+    assert not reply3.placed and held3 is None
+    assert "topology-rack" in reply3.message
+
+
+def test_a_replayed_hold_is_respected_until_it_lapses() -> None:
+    first = world()
+    _, held = first.solve(request("a", 2, required=LEVELS[1]), now=100.0)
+    assert isinstance(held, PlacementHeld)
+    second = world()  # a replacement replica: same mirror, plus the hold record from the log
+    second.apply_hold(held, now=101.0)
+    reply, _ = second.solve(request("b", 2, required=LEVELS[1]), now=101.0)
+    assert domains(reply) == [(("x4",), 2)]
+    third = world()
+    third.apply_hold(held, now=200.0)  # long lapsed: admission never acted on it
+    reply, _ = third.solve(request("b", 2, required=LEVELS[1]), now=200.0)
+    assert domains(reply) == [(("x2",), 1), (("x3",), 1)]
+
+
+def test_a_status_confirms_the_hold_with_hostname_only_values() -> None:
+    w = world()
+    wl = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+          "metadata": {"name": "a", "namespace": "ns", "uid": "uid-a"},
+          "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 2, "template": {"spec": {
+              "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}}}]},
+          "status": {"conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                                     "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                     "admission": {"clusterQueue": "cq", "podSetAssignments": [{
+                         "name": "main", "flavors": {"cpu": "tas-flavor"}, "count": 2,
+                         "topologyAssignment": {"levels": ["kubernetes.io/hostname"], "slices": [{
+                             "domainCount": 1, "valuesPerLevel": [{"universal": "x4"}],
+                             "podCounts": {"universal": 2}}]}}]}}}
+    assert isinstance(decode_object("workload", msgspec.json.encode(wl)), Workload)
+    w.apply_record(rec("workload", wl, ns="ns"))
+    reply, _ = w.solve(request("b", 2, required=LEVELS[1]), now=1.0)
+    assert domains(reply) == [(("x2",), 1), (("x3",), 1)]  # x4 is taken by the admitted workload
+    w.apply_record(rec("workload", wl, ns="ns", deleted=True))
+    reply, _ = w.solve(request("c", 2, required=LEVELS[1]), now=2.0)
+    assert domains(reply) == [(("x4",), 2)]  # freed; b's answer still holds b1/r2
+
+
+def test_missing_topology_and_unknown_level_say_so() -> None:
+    w = world(topology="nope")
+    reply, held = w.solve(request("a", 1), now=1.0)
+    assert not reply.placed and held is None
+    assert reply.reason == "TopologyNotFound" and "nope" in reply.message
+    w = world()
+    reply, _ = w.solve(request("a", 1, required="example.com/zone"), now=1.0)
+    assert not reply.placed and reply.reason == "UnknownLevel" and "example.com/zone" in reply.message
+
+
+def test_not_ready_nodes_are_skipped() -> None:
+    w = world()
+    w.apply_record(rec("node", node("x4", "b2", "r1", "2", ready="False")))
+    reply, _ = w.solve(request("a", 2, required=LEVELS[1]), now=1.0)
+    assert domains(reply) == [(("x2",), 1), (("x3",), 1)]
+    reply, _ = w.solve(request("b", 2, required=LEVELS[1]), now=1.0)
+    assert not reply.placed
+
+
+def test_a_hold_replayed_before_its_nodes_still_counts_once_they_come() -> None:
+    first = world()
+    _, held = first.solve(request("a", 2, required=LEVELS[1]), now=100.0)
+    assert held is not None
+    w = World("manager", hold_ttl_s=30.0)
+    w.apply_hold(held, now=100.5)  # the log's hold records come before the mirror
+    fresh = world()  # the same objects without the hold: b would get b1/r2
+    w.apply_record(rec("topology", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology",
+                                    "metadata": {"name": "dc"},
+                                    "spec": {"levels": [{"nodeLabel": lv} for lv in LEVELS]}}))
+    w.apply_record(rec("resourceflavor", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+                                          "metadata": {"name": "tas-flavor"},
+                                          "spec": {"nodeLabels": {"tas": "yes"}, "topologyName": "dc"}}))
+    for n in (node("x1", "b1", "r1"), node("x2", "b1", "r2"), node("x3", "b1", "r2"), node("x4", "b2", "r1", "2")):
+        w.apply_record(rec("node", n))
+    reply, _ = w.solve(request("b", 2, required=LEVELS[1]), now=101.0)
+    assert domains(reply) == [(("x4",), 2)]  # b1/r2 is still held for a
+    assert domains(fresh.solve(request("b", 2, required=LEVELS[1]), now=101.0)[0]) == [(("x2",), 1), (("x3",), 1)]
