@@ -123,11 +123,11 @@ class ApiServer:
         cluster = self._clusters.get(request.match_info["cluster"])
         if cluster is None:
             return error_response(_not_found_path(request.path))
-        if cluster.disconnected:
+        if cluster.cut_off(request.headers.get("User-Agent", "")):
             return _drop(request)
         if cluster.faults.latency_ms:
             await asyncio.sleep(cluster.faults.latency_ms / 1000)
-            if cluster.disconnected:
+            if cluster.cut_off(request.headers.get("User-Agent", "")):
                 return _drop(request)
         tail = request.match_info["tail"].strip("/")
         try:
@@ -255,7 +255,7 @@ class ApiServer:
                 await resp.write(event_line(ERROR, _encode(e.status())))
                 await resp.write_eof()
                 return resp
-        w = store.hub.open(rt.key, t.ns, match)
+        w = store.hub.open(rt.key, t.ns, match, request.headers.get("User-Agent", ""))
         loop = asyncio.get_running_loop()
         try:
             await resp.prepare(request)

@@ -37,6 +37,9 @@ class Cluster:
         self.timers = TimerRegistry()
         self.faults = Faults()
         self.disconnected = False
+        # A partial partition: only clients whose User-Agent starts with this are cut off
+        # (MultiKueue's "the manager loses its connection to a worker"; the worker keeps working).
+        self.disconnected_agent: str | None = None
         # Control-hook state: forced outcomes by Job/JobSet uid, readiness overrides by (namespace, name).
         self.outcomes: dict[str, bool] = {}
         self.readiness: dict[tuple[str, str], str] = {}
@@ -93,9 +96,15 @@ class Cluster:
             "msSinceLastChange": int((time.monotonic() - self.store.last_change) * 1000),
             "pendingTimers": self.pending_work(),
             "disconnected": self.disconnected,
+            "disconnectedAgent": self.disconnected_agent,
             "openWatches": len(list(self.store.hub.watchers())),
             "faults": self.faults.describe(),
         }
+
+    def cut_off(self, user_agent: str) -> bool:
+        if self.disconnected:
+            return True
+        return self.disconnected_agent is not None and user_agent.startswith(self.disconnected_agent)
 
     def close(self) -> None:
         self.timers.close()

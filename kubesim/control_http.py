@@ -114,12 +114,21 @@ class ControlApi:
         return hooks.set_readiness(self._clusters, cluster.name, ns, name, ready=ready, never_ready=never)
 
     def disconnect(self, cluster: Cluster, body: Any) -> dict[str, Any]:
-        cluster.disconnected = True
-        cut = cluster.store.hub.cut_all("disconnect")
-        return {"cluster": cluster.name, "disconnected": True, "watchesCut": cut}
+        """Body {} cuts every client; {"userAgentPrefix": p} only clients whose User-Agent starts with p."""
+        prefix = body.get("userAgentPrefix") if isinstance(body, dict) else None
+        if prefix is not None and (not isinstance(prefix, str) or not prefix):
+            raise ControlError(400, f"userAgentPrefix: want a non-empty string, got {prefix!r}")
+        if prefix is None:
+            cluster.disconnected = True
+            cut = cluster.store.hub.cut_all("disconnect")
+        else:
+            cluster.disconnected_agent = prefix
+            cut = cluster.store.hub.cut_all("disconnect", prefix)
+        return {"cluster": cluster.name, "disconnected": True, "userAgentPrefix": prefix, "watchesCut": cut}
 
     def reconnect(self, cluster: Cluster, body: Any) -> dict[str, Any]:
         cluster.disconnected = False
+        cluster.disconnected_agent = None
         return {"cluster": cluster.name, "disconnected": False}
 
     def add_fault(self, cluster: Cluster, body: dict[str, Any]) -> dict[str, Any]:

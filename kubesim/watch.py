@@ -65,10 +65,11 @@ def translate(ev: Event, match: Match | None) -> str | None:
 class Watcher:
     """One open watch: filters events and buffers their lines for the HTTP writer."""
 
-    __slots__ = ("rkey", "ns", "match", "buf", "wake", "closed", "_limit")
+    __slots__ = ("rkey", "ns", "match", "buf", "wake", "closed", "_limit", "agent")
 
-    def __init__(self, rkey: str, ns: str | None, match: Match | None, limit: int) -> None:
+    def __init__(self, rkey: str, ns: str | None, match: Match | None, limit: int, agent: str = "") -> None:
         self.rkey = rkey
+        self.agent = agent  # the client's User-Agent (a partition may cut only some clients)
         self.ns = ns
         self.match = match
         self.buf: deque[bytes] = deque()
@@ -141,8 +142,8 @@ class WatchHub:
                 out.append(event_line(etype, ev.raw))
         return out
 
-    def open(self, rkey: str, ns: str | None, match: Match | None) -> Watcher:
-        w = Watcher(rkey, ns, match, self._buffer_limit)
+    def open(self, rkey: str, ns: str | None, match: Match | None, agent: str = "") -> Watcher:
+        w = Watcher(rkey, ns, match, self._buffer_limit, agent)
         self._watchers.setdefault(rkey, set()).add(w)
         return w
 
@@ -154,8 +155,9 @@ class WatchHub:
     def watchers(self) -> Iterable[Watcher]:
         return [w for ws in self._watchers.values() for w in ws]
 
-    def cut_all(self, why: str) -> int:
-        ws = list(self.watchers())
+    def cut_all(self, why: str, agent_prefix: str = "") -> int:
+        """Close every open watch (only those of clients whose User-Agent starts with agent_prefix, if given)."""
+        ws = [w for w in self.watchers() if w.agent.startswith(agent_prefix)]
         for w in ws:
             w.close(why)
         return len(ws)

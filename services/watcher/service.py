@@ -75,8 +75,7 @@ class ClusterWatcher:
             self.ungater.on_change(kind, old, new)
 
         self.loops = [
-            KindLoop(client, cluster, kind,
-                     namespace=settings.secrets_namespace if kind == "secret" else None,
+            KindLoop(client, cluster, kind, namespace=None,
                      index=self.index, publisher=self.publisher, objects=self.objects, on_change=on_change,
                      watch_timeout_s=settings.watch_timeout_s, retry_base_s=settings.retry_base_s,
                      retry_max_s=settings.retry_max_s, clock=bus.clock)

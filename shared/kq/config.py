@@ -86,15 +86,16 @@ def _not_negative(obj: msgspec.Struct, *names: str) -> None:
             raise ValueError(f"{field}: must not be negative, got {value}")
 
 
-# Where kq keeps its own Secrets (MultiKueue kubeconfigs): the only Secrets the watcher mirrors.
+# Where kq keeps its own Secrets (MultiKueue kubeconfigs). Only the dispatcher and gc read them;
+# the watcher never mirrors Secrets (they would be on the bus).
 KQ_NAMESPACE = "kq-system"
+NEVER_MIRRORED = ("secret",)
 
 
 class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     """`watcher:` the watcher's knobs (see docs/configuration.md)."""
 
     skip_kinds: tuple[str, ...] = ()  # lower-case kind tokens not to mirror, e.g. ("pod",)
-    secrets_namespace: str = KQ_NAMESPACE
     publish_batch: int = 512  # mirror records per publish round
     publish_queue: int = 20_000  # records waiting to be published before list/watch loops wait
     watch_timeout_s: float = 300.0  # the server ends each watch after this; we resume from the last rv
@@ -124,7 +125,7 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     def mirrored_kinds(self) -> list[str]:
         from kq.api.registry import KINDS
 
-        skip = {s.lower() for s in self.skip_kinds}
+        skip = {s.lower() for s in self.skip_kinds} | set(NEVER_MIRRORED)
         return [i.token for i in KINDS if i.token not in skip]
 
 

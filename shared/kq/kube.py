@@ -30,7 +30,7 @@ from urllib.parse import urlencode, urlsplit
 import aiohttp
 import msgspec
 from kubernetes_asyncio.client import Configuration
-from kubernetes_asyncio.config import load_kube_config
+from kubernetes_asyncio.config import load_kube_config, load_kube_config_from_dict
 
 from kq.api.registry import kind_info
 
@@ -44,6 +44,9 @@ _PATCH_CONTENT_TYPES: dict[str, str] = {
 }
 _LIST_PAGE = 500
 _USER_AGENT = "kq"
+# MultiKueue's clients for worker clusters (dispatcher, gc) say who they are, so a partition of
+# "the manager from a worker" can be simulated without cutting the worker's own control plane.
+REMOTE_USER_AGENT = "kq-multikueue"
 _encoder = msgspec.json.Encoder()
 
 
@@ -224,9 +227,11 @@ def _env_proxy(host: str) -> str | None:
 class KubeClient:
     """One API server. Methods take the lower-case kind names of kq.api.registry."""
 
-    def __init__(self, cfg: Configuration, *, request_timeout_s: float = 30.0, max_connections: int = 128) -> None:
+    def __init__(self, cfg: Configuration, *, request_timeout_s: float = 30.0, max_connections: int = 128,
+                 user_agent: str = _USER_AGENT) -> None:
         """Call from a running event loop (the session binds to it)."""
         self._cfg = cfg
+        self._user_agent = user_agent
         self._host = cfg.host.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
         connector = aiohttp.TCPConnector(limit=max_connections, ssl=_ssl_context(cfg))
@@ -244,11 +249,27 @@ class KubeClient:
         await load_kube_config(config_file=path, context=context, client_configuration=cfg, persist_config=False)
         return cls(cfg, request_timeout_s=request_timeout_s, max_connections=max_connections)
 
+    @classmethod
+    async def from_kubeconfig_dict(
+        cls, config: Mapping[str, Any], *, request_timeout_s: float = 10.0, max_connections: int = 16,
+        user_agent: str = _USER_AGENT,
+    ) -> KubeClient:
+        """From a kubeconfig already parsed (a MultiKueue Secret's content). Raises ValueError when it
+        does not describe a usable cluster; the message never contains the kubeconfig's secrets."""
+        cfg = Configuration()
+        try:
+            await load_kube_config_from_dict(dict(config), client_configuration=cfg)
+        except Exception as e:  # kubernetes-asyncio raises ConfigException, KeyError, TypeError ...
+            raise ValueError(f"invalid kubeconfig: {type(e).__name__}") from None
+        if not cfg.host:
+            raise ValueError("invalid kubeconfig: no server")
+        return cls(cfg, request_timeout_s=request_timeout_s, max_connections=max_connections, user_agent=user_agent)
+
     async def close(self) -> None:
         await self._session.close()
 
     async def _headers(self, content_type: str) -> dict[str, str]:
-        headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": _USER_AGENT}
+        headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": self._user_agent}
         # Asked per request: an exec/refresh hook in the kubeconfig may renew the token.
         token = await self._cfg.get_api_key_with_prefix("BearerToken")
         if token:

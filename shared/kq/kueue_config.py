@@ -43,6 +43,10 @@ FIELD_USERS: dict[str, str] = {
     "waitForPodsReady.requeuingStrategy.timestamp": "admission",
     "waitForPodsReady": "podsready",
     "multiKueue": "dispatcher",
+    "multiKueue.gcInterval": "gc",
+    "multiKueue.externalFrameworks": "-",  # no service: kq has no adapters for custom jobs
+    "multiKueue.clusterProfile": "-",  # no service: kubeconfigs only (Secret or Path)
+    "objectRetentionPolicies.workloads": "gc",
     "integrations.frameworks": "watcher",
 }
 
@@ -268,7 +272,13 @@ class ClusterProfile(_K, frozen=True, kw_only=True):
 
 
 class IncrementalDispatcherConfig(_K, frozen=True, kw_only=True):
-    step_size: int | None = None
+    step_size: int | None = None  # Kueue's default: 3
+    round_timeout: str | None = None  # kq's knob (Kueue hard-codes 5m)
+
+    def __post_init__(self) -> None:
+        _check_durations(self, "round_timeout")
+        if self.step_size is not None and self.step_size < 1:
+            raise ValueError(f"stepSize: want >= 1, got {self.step_size}")
 
 
 class MultiKueue(_K, frozen=True, kw_only=True):

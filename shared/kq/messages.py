@@ -12,8 +12,10 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
+from kq.api.core import JobStatus
 from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus
 from kq.api.workload import RequeueState
+from kq.api.meta import Condition
 
 
 class _Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
@@ -85,6 +87,55 @@ class SetLocalQueueStatus(_Command, frozen=True, kw_only=True, tag="SetLocalQueu
     status: LocalQueueStatus
 
 
+# MultiKueue (written by the dispatcher on the manager cluster).
+
+
+class SetAdmissionCheckState(_WorkloadCommand, frozen=True, kw_only=True, tag="SetAdmissionCheckState"):
+    """One entry of status.admissionChecks. With cluster_name (state Ready): status.clusterName is
+    set (immutable once set: a different one is refused) and nominatedClusterNames cleared."""
+
+    check: str
+    state: Literal["Pending", "Ready", "Retry", "Rejected"]
+    message: str
+    cluster_name: str | None = None
+
+
+class SetNominatedClusters(_WorkloadCommand, frozen=True, kw_only=True, tag="SetNominatedClusters"):
+    """status.nominatedClusterNames (refused once status.clusterName is set)."""
+
+    clusters: tuple[str, ...]
+
+
+class FinishWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="FinishWorkload"):
+    """Finished=True with the reason and message the worker's copy finished with."""
+
+    reason: str
+    message: str
+
+
+class DeleteWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="DeleteWorkload"):
+    """Delete a finished or deactivated Workload (gc's objectRetentionPolicies), preconditioned on its uid."""
+
+    reason: str  # AfterFinished | AfterDeactivatedByKueue
+
+
+class SyncJobStatus(_Command, frozen=True, kw_only=True, tag="SyncJobStatus"):
+    """Copy a worker Job's status onto the manager's Job (managed by MultiKueue, so nobody else writes it)."""
+
+    namespace: str
+    name: str
+    uid: str
+    status: JobStatus
+
+
+class SetActiveCondition(_Command, frozen=True, kw_only=True, tag="SetActiveCondition"):
+    """The Active condition of an AdmissionCheck or MultiKueueCluster (cluster-scoped)."""
+
+    kind: Literal["admissioncheck", "multikueuecluster"]
+    name: str
+    condition: Condition
+
+
 class Fence(_Command, frozen=True, kw_only=True, tag="Fence"):
     """A new lease holder's first command: from here on older epochs are refused."""
 
@@ -97,10 +148,16 @@ Command = (
     | FinishRequeueBackoff
     | SetClusterQueueStatus
     | SetLocalQueueStatus
+    | SetAdmissionCheckState
+    | SetNominatedClusters
+    | FinishWorkload
+    | DeleteWorkload
+    | SyncJobStatus
+    | SetActiveCondition
     | Fence
 )
 
-CommandKind = Literal["workload", "clusterqueue", "localqueue", "fence"]
+CommandKind = Literal["workload", "clusterqueue", "localqueue", "fence", "job", "admissioncheck", "multikueuecluster"]
 
 COMMAND_KIND: dict[type, CommandKind] = {
     AdmitWorkload: "workload",
@@ -110,6 +167,11 @@ COMMAND_KIND: dict[type, CommandKind] = {
     FinishRequeueBackoff: "workload",
     SetClusterQueueStatus: "clusterqueue",
     SetLocalQueueStatus: "localqueue",
+    SetAdmissionCheckState: "workload",
+    SetNominatedClusters: "workload",
+    FinishWorkload: "workload",
+    DeleteWorkload: "workload",
+    SyncJobStatus: "job",
     Fence: "fence",
 }
 
@@ -126,10 +188,19 @@ CommandType = Literal[
     "FinishRequeueBackoff",
     "SetClusterQueueStatus",
     "SetLocalQueueStatus",
+    "SetAdmissionCheckState",
+    "SetNominatedClusters",
+    "FinishWorkload",
+    "DeleteWorkload",
+    "SyncJobStatus",
+    "SetActiveCondition",
     "Fence",
 ]
 WORKLOAD_COMMANDS: frozenset[CommandType] = frozenset(
-    {"AdmitWorkload", "EvictWorkload", "SetWorkloadPending", "DeactivateWorkload", "FinishRequeueBackoff"}
+    {
+        "AdmitWorkload", "EvictWorkload", "SetWorkloadPending", "DeactivateWorkload", "FinishRequeueBackoff",
+        "SetAdmissionCheckState", "SetNominatedClusters", "FinishWorkload", "DeleteWorkload",
+    }
 )
 
 COMMAND_TYPE: dict[type, CommandType] = {
@@ -140,11 +211,19 @@ COMMAND_TYPE: dict[type, CommandType] = {
     FinishRequeueBackoff: "FinishRequeueBackoff",
     SetClusterQueueStatus: "SetClusterQueueStatus",
     SetLocalQueueStatus: "SetLocalQueueStatus",
+    SetAdmissionCheckState: "SetAdmissionCheckState",
+    SetNominatedClusters: "SetNominatedClusters",
+    FinishWorkload: "FinishWorkload",
+    DeleteWorkload: "DeleteWorkload",
+    SyncJobStatus: "SyncJobStatus",
+    SetActiveCondition: "SetActiveCondition",
     Fence: "Fence",
 }
 
 # Applied (nothing else to write, the object already says it), then refused.
-AppliedReason = Literal["", "AlreadyApplied", "AlreadyEvicted", "Unchanged", "Fenced", "NotWaiting"]
+AppliedReason = Literal[
+    "", "AlreadyApplied", "AlreadyEvicted", "Unchanged", "Fenced", "NotWaiting", "Deleted", "AlreadyFinished"
+]
 RefusalReason = Literal[
     "StaleEpoch",  # an older epoch of the writer: a newer leader has written
     "NotFound",
@@ -161,6 +240,10 @@ RefusalReason = Literal[
     "Forbidden",  # the API server refused the write (403)
     "NotInBackoff",  # the requeue backoff the decision saw is not the workload's any more
     "BackoffNotOver",
+    "NotFinished",  # MultiKueue: a remote copy to finish is not finished
+    "NoSuchAdmissionCheck",
+    "ClusterNameImmutable",
+    "NoQuotaReservation",
 ]
 OutcomeReason: TypeAlias = AppliedReason | RefusalReason
 
@@ -233,6 +316,8 @@ encoder = msgspec.json.Encoder()
 
 
 def command_kind(cmd: Command) -> CommandKind:
+    if isinstance(cmd, SetActiveCondition):
+        return cmd.kind
     return COMMAND_KIND[type(cmd)]
 
 
@@ -246,3 +331,31 @@ class TimerMessage(msgspec.Struct, frozen=True, kw_only=True):
 
 
 timer_decoder = msgspec.json.Decoder(TimerMessage)
+# MultiKueue's bus door for external dispatchers (stream KQ_MK). The dispatcher publishes each
+# quota-reserved workload that waits for a nomination on subjects.mk_pending_subject(ns, name);
+# anyone may answer on subjects.mk_nominate_subject(ns, name) with an MkNomination.
+
+
+class MkPodSet(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    name: str
+    count: int
+    requests: dict[str, str]  # resource -> quantity, per pod
+
+
+class MkPendingWorkload(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    namespace: str
+    name: str
+    uid: str
+    cluster_queue: str
+    admission_check: str
+    clusters: tuple[str, ...]  # the worker clusters connected now, in the MultiKueueConfig
+    pod_sets: tuple[MkPodSet, ...]
+    priority: int | None = None
+
+
+class MkNomination(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    clusters: tuple[str, ...]
+    uid: str = ""  # when given, applies only to this incarnation of the workload
+
+
+mk_nomination_decoder = msgspec.json.Decoder(MkNomination)

@@ -148,3 +148,14 @@ def timer_fire_subject(service: str, timer: str) -> str:
 
 def timer_fire_filter(service: str) -> str:
     return f"{PREFIX}.timer.fire.{escape(service)}.>"
+
+
+MK_NOMINATE_ALL = f"{PREFIX}.mk.nominate.>"
+
+
+def parse_mk_subject(subject: str) -> tuple[str, str, str]:
+    """(verb, namespace, name) of a kq.v1.mk.<verb>.<ns>.<name> subject."""
+    parts = subject.split(".")
+    if len(parts) != 6 or parts[0] != "kq" or parts[1] != VERSION or parts[2] != "mk":
+        raise ValueError(f"not a MultiKueue subject: {subject!r}")
+    return parts[3], unescape(parts[4]), unescape(parts[5])

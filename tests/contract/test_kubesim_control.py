@@ -189,6 +189,29 @@ async def test_disconnect_and_reconnect(sim: KubeSim, core: CoreV1Api, control: 
     assert [c.metadata.name for c in (await core.list_namespaced_config_map("default")).items] == ["a"]
 
 
+async def test_partial_disconnect_cuts_only_clients_with_that_user_agent(sim: KubeSim, core: CoreV1Api,
+                                                                        control: SimControl, tmp_path: Path) -> None:
+    """MultiKueue's "the manager loses a worker": the worker's own clients keep working."""
+    from kq.kube import KubeClient, Unreachable
+
+    import yaml
+
+    remote = await KubeClient.from_kubeconfig_dict(yaml.safe_load(sim.kubeconfig_yaml("manager")),
+                                                   user_agent="kq-multikueue/test")
+    try:
+        assert (await remote.list("namespace"))[0]
+        done = await control.post("clusters/manager/disconnect", {"userAgentPrefix": "kq-multikueue"})
+        assert done["userAgentPrefix"] == "kq-multikueue"
+        with pytest.raises(Unreachable):
+            await remote.list("namespace")
+        assert (await core.list_namespace()).items  # any other client still gets through
+        await control.post("clusters/manager/disconnect", {"userAgentPrefix": ""}, expect=400)
+        await control.post("clusters/manager/reconnect")
+        assert (await remote.list("namespace"))[0]
+    finally:
+        await remote.close()
+
+
 async def test_injected_errors(core: CoreV1Api, custom: CustomObjectsApi, control: SimControl) -> None:
     await control.post("clusters/manager/faults", {"type": "errors", "code": 429, "count": 2, "verbs": ["list"],
                                                    "resources": ["configmaps"], "retryAfterSeconds": 3})

@@ -42,3 +42,20 @@ def test_small_bench_through_the_live_stack(tmp_path: Path) -> None:
     assert doc["cmdStats"]["maxRssBytes"] > 0 and doc["cmdStats"]["startupMs"] > 0, said
     assert 0 < doc["usagePercent"]["cq"] <= 100, said
     assert proc.returncode == 0, said
+
+
+@pytest.mark.timeout(RUN_TIMEOUT_S * 2)
+def test_multikueue_bench_checks_no_job_in_two_workers(tmp_path: Path) -> None:
+    """`kq bench --workers 2`: the mix through one cluster, then through a manager and two workers."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KQ_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "kq.cli.main", "bench", "bench/multikueue-tiny.yaml", "--workers", "2",
+         "--timeout", str(RECORD_TIMEOUT_S), "--workdir", str(tmp_path / "work"), "--quiet"],
+        capture_output=True, text=True, timeout=RUN_TIMEOUT_S * 2, cwd=REPO, env=env,
+    )
+    said = f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, said
+    assert "single cluster               50/50 jobs finished" in proc.stdout, said
+    assert "multikueue (2 workers)       50/50 jobs finished" in proc.stdout, said
+    assert "job in two workers: never" in proc.stdout, said
+    assert "% of single-cluster" in proc.stdout, said

@@ -1,4 +1,4 @@
-"""Every core and TAS scenario through the real system: `kq scenario run FILE --json` must exit 0.
+"""Every scenario (core, podsready, TAS, MultiKueue) through the real system: `kq scenario run FILE --json` must exit 0.
 
 Each run starts its own nats-server, kubesim and every service as processes
 (the harness does it), so the runs are independent. The shared examples live
@@ -18,10 +18,8 @@ from _pytest.mark.structures import ParameterSet
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_EXAMPLES = REPO.parent / "shared" / "scenarios" / "examples"
-FILES = (sorted(SHARED_EXAMPLES.glob("core/*.yaml")) + sorted((REPO / "scenarios" / "core").glob("*.yaml"))
-         + sorted(SHARED_EXAMPLES.glob("podsready/*.yaml")) + sorted((REPO / "scenarios" / "podsready").glob("*.yaml"))
-         + sorted(SHARED_EXAMPLES.glob("tas/*.yaml")) + sorted((REPO / "scenarios" / "tas").glob("*.yaml"))
-         + sorted((REPO / "scenarios" / "integrations").glob("*.yaml")))
+AREAS = ("core", "podsready", "tas", "multikueue", "integrations")
+FILES = [path for area in AREAS for root in (SHARED_EXAMPLES, REPO / "scenarios") for path in sorted(root.glob(f"{area}/*.yaml"))]
 RUN_TIMEOUT_S = 150  # stack start-up, the timeline (seconds), settling (bounded by the harness at 60 s)
 
 pytestmark = pytest.mark.e2e
@@ -50,8 +48,18 @@ def _explain(proc: subprocess.CompletedProcess[str]) -> str:
     return "\n".join(lines)
 
 
+# Shared examples whose expected outcome contradicts Kueue's semantics. strict: when the file is
+# corrected upstream the run passes, XPASS fails, and the entry goes.
+WRONG_EXAMPLES = {
+    "tas-example-two-workloads-share-node": "its ClusterQueue's memory nominalQuota is '50' (50 bytes) against 500Mi "
+    "requests; Kueue's source test uses 50Gi. kq, like Kueue, keeps both workloads pending on quota",
+}
+
+
 def _param(p: Path) -> ParameterSet:
-    return pytest.param(p, id=f"{p.parent.parent.name}/{p.parent.name}/{p.stem}")
+    wrong = WRONG_EXAMPLES.get(p.stem) if p.is_relative_to(SHARED_EXAMPLES) else None
+    marks = [pytest.mark.xfail(reason=wrong, strict=True)] if wrong else []
+    return pytest.param(p, id=f"{p.parent.parent.name}/{p.parent.name}/{p.stem}", marks=marks)
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 30)

@@ -23,7 +23,7 @@ from kq.config import (
 from kq.kueue_config import V1BETA1, parse_duration
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kueue-manager-config.yaml"
-ALL_SERVICES = ["admission", "dispatcher", "podsready", "watcher"]
+ALL_SERVICES = ["admission", "dispatcher", "gc", "podsready", "tas", "watcher"]
 
 SECTIONS = """
 watcher:

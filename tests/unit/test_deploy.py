@@ -104,15 +104,20 @@ def test_deployments_read_config_from_the_configmap():
             assert cluster.kubeconfig.rsplit("/", 1)[1] in cm["data"]
 
 
-def test_every_service_account_exists_and_only_the_watcher_gets_a_token():
+# The services that talk to Kubernetes: the watcher (its clusters), dispatcher and gc (the workers'
+# kubeconfig Secrets on the manager; the workers through those kubeconfigs).
+WITH_TOKEN = {"kq-watcher", "kq-dispatcher", "kq-gc"}
+
+
+def test_every_service_account_exists_and_only_kubernetes_clients_get_a_token():
     accounts = {sa["metadata"]["name"]: sa for sa in _of_kind("ServiceAccount")}
     for name, dep in _deployments().items():
         pod = dep["spec"]["template"]["spec"]
         sa = pod["serviceAccountName"]
         assert sa in accounts, name
-        watcher = name == "kq-watcher"
-        assert pod["automountServiceAccountToken"] is watcher, name
-        assert accounts[sa].get("automountServiceAccountToken") is watcher, name
+        token = name in WITH_TOKEN
+        assert pod["automountServiceAccountToken"] is token, name
+        assert accounts[sa].get("automountServiceAccountToken") is token, name
     assert len({d["spec"]["template"]["spec"]["serviceAccountName"] for d in _deployments().values()}) == len(SERVICES)
 
 
@@ -120,13 +125,21 @@ def _bindings() -> list[dict[str, Any]]:
     return _of_kind("RoleBinding") + _of_kind("ClusterRoleBinding")
 
 
-def test_only_the_watcher_is_bound_to_any_role():
+def _sa(name: str) -> dict[str, str]:
+    return {"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}
+
+
+def test_only_the_watcher_dispatcher_and_gc_are_bound_and_only_they_read_kubeconfigs():
     bindings = _bindings()
     assert bindings
     for b in bindings:
-        assert b["subjects"] == [{"kind": "ServiceAccount", "name": "kq-watcher", "namespace": NAMESPACE}]
-        roles = {r["metadata"]["name"] for r in _of_kind(b["roleRef"]["kind"])}
+        roles = {r["metadata"]["name"]: r for r in _of_kind(b["roleRef"]["kind"])}
         assert b["roleRef"]["name"] in roles
+        if b["subjects"] == [_sa("kq-watcher")]:
+            continue
+        # The MultiKueue services: get Secrets in kq's namespace, nothing else.
+        assert b["kind"] == "RoleBinding" and b["subjects"] == [_sa("kq-dispatcher"), _sa("kq-gc")], b
+        assert roles[b["roleRef"]["name"]]["rules"] == [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]
 
 
 def _rules() -> list[dict[str, Any]]:
@@ -157,7 +170,7 @@ def test_watcher_can_do_its_job():
         assert _allowed("kueue.x-k8s.io", resource, "patch") and _allowed("kueue.x-k8s.io", resource, "update")
     assert _allowed("kueue.x-k8s.io", "workloads", "create")
     assert _allowed("batch", "jobs", "patch") and _allowed("batch", "jobs", "update")
-    # kubeconfig Secrets: read, and only in kq's own namespace
+    # kubeconfig Secrets: never the watcher's (dispatcher and gc read them, in kq's namespace only)
     assert _allowed("", "secrets", "get", kind="Role")
     assert not _allowed("", "secrets", "get") and not _allowed("", "secrets", "list")
     assert not _allowed("kueue.x-k8s.io", "clusterqueues", "update")  # specs are the users'
@@ -253,8 +266,8 @@ def test_compose_runs_the_same_stack():
         assert svc["environment"]["KQ_CONFIG"] == target
         config = parse_config((ROOT / host).read_text(), host)
         assert config.clusters
-        # only the watcher gets the clusters' kubeconfigs
-        assert any(v.startswith("kubeconfigs:") for v in svc["volumes"]) is (name == "watcher")
+        # only the services that talk to Kubernetes get the clusters' kubeconfigs
+        assert any(v.startswith("kubeconfigs:") for v in svc["volumes"]) is (name in ("watcher", "dispatcher", "gc"))
 
 
 def test_dockerfile_builds_one_image_for_everything():

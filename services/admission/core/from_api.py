@@ -348,9 +348,11 @@ def workload(obj: api.Workload) -> Workload:
         requeue_at = to_seconds(status.requeue_state.requeue_at)
     requeued = find_condition(conds, "Requeued")
     # Requeued=False(Deactivated) on an active workload: Kueue's workload controller flips it to
-    # True (Reactivated) at once, so a reactivated workload is not held back by it.
+    # True (Reactivated) at once, so a reactivated workload is not held back by it. After an
+    # AdmissionCheck eviction it turns it True once requeueState.requeueAt (if any) has passed.
     reactivated = requeued is not None and requeued.reason == "Deactivated" and spec.is_active
-    if requeued is not None and requeued.status == "False" and not reactivated:
+    after_check = requeued is not None and requeued.reason == "AdmissionCheck"
+    if requeued is not None and requeued.status == "False" and not reactivated and not after_check:
         requeue_at = math.inf  # Kueue keeps it out of the queue until Requeued turns True
     priority_class = None
     if spec.priority_class_ref is not None and spec.priority_class_ref.kind == "WorkloadPriorityClass":

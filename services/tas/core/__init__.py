@@ -8,7 +8,7 @@ Public interface (everything else is internal):
   nothing) -> `Placement | PlacementFailure`; `place_and_assume(workload, flavor, ...)`
   holds what it hands out; `assume / confirm / release(workload)`;
   `minimal_victims(flavor, pod_sets, candidates)` (TAS-aware preemption);
-  `replace_node(workload, pod_set, node)` (node failure) and
+  `replacement.replace_node(solver, workload, pod_set, node)` (node failure) and
   `replacement.rehold_pod_set` to hold the repaired placement.
 - `events`: the same inputs as values (`TasEvent`), `apply(solver, event)` and
   `snapshot(solver)` so a replica rebuilds identical state from the log.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from services.tas.core.model import PlacementFailure, PodSetRequest
 from services.tas.core.placement import Params
 from services.tas.core.tree import CapacityTree
-from services.tas.core.views import Shape
+from services.tas.core.views import Shape, shape_view
 
 __all__ = ["shape_of", "params_of", "pod_amounts", "not_fit_message"]
 
@@ -77,7 +77,7 @@ def not_fit_message(tree: CapacityTree, shape: Shape, fitted: int, wanted: int, 
         text = f"topology \"{tree.name}\" allows to fit only {fitted} out of {wanted} {unit}(s)"
     if required_level is not None:
         text += f" in one domain of the required level {required_level}"
-    total, reasons = tree.view(shape).exclusions()
+    total, reasons = shape_view(tree, shape).exclusions()
     if reasons:
         text += f". Total nodes: {total}; excluded: {', '.join(reasons)}"
     return text

@@ -27,6 +27,7 @@ from services.tas.core.model import (
 from services.tas.core.placement import NoFit, Params, find_assignment
 from services.tas.core.requests import not_fit_message, params_of, pod_amounts, shape_of
 from services.tas.core.tree import CapacityTree
+from services.tas.core.views import shape_view
 
 __all__ = ["TasSolver", "HoldRecord"]
 
@@ -258,7 +259,7 @@ class TasSolver:
         if self.reference or restrict is not None or exclude:
             src = FullCounts(tree, shape, params.slice_level, params.slice_size, lead, restrict, exclude)
         elif lead is None:
-            src = FastCounts(tree.view(shape).slice_counts(params.slice_level, params.slice_size))
+            src = FastCounts(shape_view(tree, shape).slice_counts(params.slice_level, params.slice_size))
         else:
             key = ("group", shape, lead, params.slice_level, params.slice_size)
             src = tree.cached(key, lambda: GroupCounts(tree, shape, params.slice_level, params.slice_size, lead))
@@ -316,11 +317,3 @@ class TasSolver:
                         removed = trial
                 return tuple(removed)
         return None
-
-    def replace_node(self, workload: str, pod_set: PodSetRequest,
-                     node: str) -> tuple[PodSetPlacement, tuple[TopologyDomain, ...]] | PlacementFailure:
-        """Node failure: new domains for the pods of `pod_set` that were on `node` (same domain where
-        the request requires one); returns the merged placement and the replacement domains."""
-        from services.tas.core.replacement import replace_node
-
-        return replace_node(self, workload, pod_set, node)

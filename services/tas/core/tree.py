@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import Protocol, TypeVar
 
 from services.tas.core.model import HOSTNAME_LABEL, Amounts, FlavorSpec, NodeInfo, TolerationSpec
-from services.tas.core.views import Shape, ShapeCounts
+from services.tas.core.shape import Shape
 
 __all__ = ["CapacityTree", "MAX_VIEWS", "MaintainedView"]
 
@@ -212,9 +212,6 @@ class CapacityTree:
     def settle(self) -> None:
         for view in self._views.values():
             view.catch_up()
-
-    def view(self, shape: Shape) -> ShapeCounts:
-        return self.cached(shape, lambda: ShapeCounts(self, shape))
 
     def cached(self, key: Hashable, make: Callable[[], V]) -> V:
         """The maintained view under `key` (built by `make` on first use), caught up with every change."""

@@ -12,32 +12,19 @@ from bisect import bisect_left, insort
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from services.tas.core.model import NodeInfo, TolerationSpec
+from services.tas.core.model import NodeInfo
+from services.tas.core.shape import NONE, Shape, count_in
 
 if TYPE_CHECKING:
     from services.tas.core.tree import CapacityTree
 
-__all__ = ["Shape", "ShapeCounts", "SliceCounts"]
+__all__ = ["Shape", "ShapeCounts", "SliceCounts", "count_in", "shape_view"]
 
 _EMPTY: dict[str, int] = {}
-_NONE = 1 << 62  # more pods than any node holds
 SMALL_LEVEL = 128  # levels with at most this many domains are sorted when asked instead of kept sorted
 _Key = tuple[int, int, tuple[str, ...], int]
 
 
-class Shape(NamedTuple):
-    requests: tuple[tuple[str, int], ...]  # one pod, with ("pods", 1); only positive amounts
-    tolerations: tuple[TolerationSpec, ...]
-    selector: tuple[tuple[str, str], ...]
-
-
-def count_in(free: dict[str, int], requests: tuple[tuple[str, int], ...]) -> int:
-    best = _NONE
-    for r, v in requests:
-        c = free.get(r, 0) // v
-        if c < best:
-            best = c
-    return max(best, 0) if best != _NONE else 0
 
 
 def _limiting(free: dict[str, int], requests: tuple[tuple[str, int], ...]) -> str:
@@ -225,7 +212,7 @@ class ShapeCounts:
         alloc = node.allocatable
         used = tree.node_used.get(node.name, _EMPTY)
         held = tree.leaf_held.get(leaf, _EMPTY)
-        best = _NONE
+        best = NONE
         limit = ""
         for r, v in self.shape.requests:
             c = (alloc.get(r, 0) - used.get(r, 0) - held.get(r, 0)) // v
@@ -273,3 +260,8 @@ class ShapeCounts:
             d = parent[d]
         for agg in self.slices.values():
             agg.pushed(path)
+
+
+def shape_view(tree: CapacityTree, shape: Shape) -> ShapeCounts:
+    """The tree's maintained count view for `shape` (built on first use)."""
+    return tree.cached(shape, lambda: ShapeCounts(tree, shape))

@@ -27,10 +27,11 @@ from kq.messages import (
     SetWorkloadPending,
 )
 from services.watcher.core import workload_status as ws
-from services.watcher.core.writes import Refusal, Skip, Write, patch_write
+from services.watcher.core.mk_commands import MK_COMMANDS, mk_target, plan_mk
+from services.watcher.core.writes import Delete, Refusal, Skip, Write, patch_write
 
 Target = Workload | ClusterQueue | LocalQueue | None
-Plan = Write | Skip | Refusal
+Plan = Write | Delete | Skip | Refusal
 
 # Refusal reasons (CommandOutcome.reason).
 STALE_EPOCH = "StaleEpoch"
@@ -59,6 +60,8 @@ def target_ref(cmd: Command) -> tuple[str, str, str] | None:
             return "localqueue", cmd.namespace, cmd.name
         case Fence():
             return None
+        case _ if isinstance(cmd, MK_COMMANDS):
+            return mk_target(cmd)
     raise TypeError(f"unknown command type {type(cmd).__name__}")
 
 
@@ -83,6 +86,8 @@ def plan_command(cmd: Command, current: Target, max_epoch: int, now: str) -> Pla
             if not isinstance(current, LocalQueue):
                 return Refusal(reason=WRONG_KIND, message=f"expected a LocalQueue, got {type(current).__name__}")
             return _set_status("localqueue", current, replace(current, status=cmd.status))
+        case _ if isinstance(cmd, MK_COMMANDS):
+            return plan_mk(cmd, current, now)
     raise TypeError(f"unknown command type {type(cmd).__name__}")
 
 

@@ -76,6 +76,10 @@ def _fill(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", type=Path, metavar="FILE",
                    help="profile this process with cProfile (pstats to FILE; the top functions to stderr)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--workers", type=int, default=0, metavar="N",
+                   help="MultiKueue: run the mix as Jobs through one cluster, then through a manager and N workers")
+    p.add_argument("--dispatcher", choices=("all-at-once", "incremental"), default="all-at-once",
+                   help="MultiKueue (--workers): Kueue's built-in dispatcher to use (default all-at-once)")
     p.set_defaults(func=run)
 
 
@@ -116,6 +120,8 @@ def run(args: argparse.Namespace) -> int:
     say: Callable[[str], None] = (
         (lambda _line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     )
+    if args.workers:
+        return _run_multikueue(args, plan, say)
 
     profiler = None
     if args.profile is not None:
@@ -151,6 +157,27 @@ def run(args: argparse.Namespace) -> int:
         write_summary(figures, args.summary)
     ok = (not figures.timed_out and figures.wall_ms is not None and figures.finished == figures.expected
           and not figures.over_quota)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _run_multikueue(args: argparse.Namespace, plan: BenchPlan, say: Callable[[str], None]) -> int:
+    import asyncio
+
+    from kq.bench.multikueue import run_multikueue_bench
+    from kq.stack import StackError
+
+    if args.workers < 1 or args.virtual_time:
+        print("error: --workers needs N >= 1 and a live run (not --virtual-time)", file=sys.stderr)
+        return EXIT_INVALID
+    dispatcher = f"kueue.x-k8s.io/multikueue-dispatcher-{args.dispatcher}"
+    try:
+        text, ok = asyncio.run(run_multikueue_bench(plan, args.workers, workdir=args.workdir, timeout_s=args.timeout,
+                                                    dispatcher=dispatcher, say=say))
+    except StackError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"kq bench {args.config} --workers {args.workers}")
+    print(text)
     return EXIT_OK if ok else EXIT_FAILED
 
 

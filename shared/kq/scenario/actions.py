@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 
 from kq.api import LoadedObject
-from kq.kube import AlreadyExists, KubeClient, KubeError
+from kq.kube import REMOTE_USER_AGENT, AlreadyExists, KubeClient, KubeError
 from kq.scenario.model import (
     ApplyAction,
     ConnectionAction,
@@ -66,7 +66,11 @@ class KubesimControl:
         await self._post(cluster, "pods", body)
 
     async def connection(self, cluster: str, connected: bool) -> None:
-        await self._post(cluster, "reconnect" if connected else "disconnect")
+        """The manager's MultiKueue clients lose (or regain) that cluster; the cluster keeps working."""
+        if connected:
+            await self._post(cluster, "reconnect")
+        else:
+            await self._post(cluster, "disconnect", {"userAgentPrefix": REMOTE_USER_AGENT})
 
     async def state(self) -> KubesimState:
         async with self.session.get(f"{self.base}/kubesim/state") as resp:

@@ -55,7 +55,7 @@ from kq.scenario.refs import is_namespaced, known_kind
 SUPPORTED: dict[str, bool] = {
     "fairSharing": True,
     "waitForPodsReady": True,
-    "multiKueue": False,
+    "multiKueue": True,
     "admissionFairSharing": False,
     "topologyAwareScheduling": True,
     "admissionChecks": False,

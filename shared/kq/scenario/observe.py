@@ -86,7 +86,7 @@ class Observer:
                 if canonical_kind(o.kind) == "Workload":
                     listed = listed if listed is not None else await self.workloads(cluster)
                     assert o.ref.namespace is not None
-                    found.append(resolve_workload(listed, o.ref.namespace, o.ref.name) is not None)
+                    found.append(await self._remote_workload(cluster, listed, o.ref.namespace, o.ref.name))
                 else:
                     found.append(await self._exists(cluster, o))
             remote[cluster] = ObservedRemote(
@@ -94,6 +94,17 @@ class Observer:
                 absent=tuple(o.label() for o, f in zip(asked, found, strict=False) if not f),
             )
         return Observed(workloads=workloads, cluster_queues=cluster_queues, remote=remote)
+
+    async def _remote_workload(self, cluster: str, listed: list[Workload], ns: str, name: str) -> bool:
+        """A copy on a worker that no Job there owns yet (MultiKueue: not admitted there) has the
+        manager Workload's name: resolve NAME on the manager, then look for that name."""
+        if resolve_workload(listed, ns, name) is not None:
+            return True
+        if cluster == self.manager:
+            return False
+        local = resolve_workload(await self.workloads(self.manager), ns, name)
+        return local is not None and any(
+            w.metadata.namespace == ns and w.metadata.name == local.metadata.name for w in listed)
 
     async def _exists(self, cluster: str, obj: RemoteObject) -> bool:
         try:

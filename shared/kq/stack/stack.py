@@ -36,6 +36,7 @@ from kq.installed import installed_services
 from kq.natsserver import NatsServer, NatsServerError
 from kq.runtime.bus import Bus
 from kq.stack.health import HEALTHY, instance_status
+from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs
 from kq.stack.process import ChildProcess, ProcessRecord, is_alive, log_tail, start_ticks, stop_pids
 from kq.stack.state import ClusterRecord, StackState, read_state, remove_state, state_path, write_state
 
@@ -168,6 +169,7 @@ class Stack:
         try:
             await self._start_nats(deadline)
             await self._start_kubesim(deadline)
+            await self._give_worker_kubeconfigs()
             self._write_config()
             self._bus = await Bus.connect(self.nats_config(), "kq-stack", connect_timeout_s=self._left(deadline))
             await self._bus.ensure_streams()
@@ -239,6 +241,13 @@ class Stack:
         for name in names:
             self._kubeconfigs[name] = str(_find_kubeconfig(kdir, name))
         self._progress(_line("kubesim", "ready", f"{self._kubesim_url}  clusters {', '.join(names)}", t0))
+
+    async def _give_worker_kubeconfigs(self) -> None:
+        managers = [n for n, r in self.clusters if r == "manager"]
+        workers = {n: self._kubeconfigs[n] for n, r in self.clusters if r == "worker"}
+        if managers and workers:
+            names = await give_worker_kubeconfigs(self._kubeconfigs[managers[0]], workers)
+            self._progress(f"  {'secrets':<14} ready    {', '.join(names)} in {managers[0]}/{KQ_NAMESPACE}")
 
     def _write_config(self) -> None:
         cfg = Config(

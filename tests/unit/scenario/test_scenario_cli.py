@@ -62,7 +62,7 @@ def test_validate_subcommand(invalid_file, capsys) -> None:
     assert "steps[1].pods.ready" in capsys.readouterr().err
 
 
-OWN_FILES = sorted((OWN_SCENARIOS / "core").glob("*.yaml"))
+OWN_FILES = sorted((OWN_SCENARIOS / "core").glob("*.yaml")) + sorted((OWN_SCENARIOS / "multikueue").glob("*.yaml"))
 # Integration scenarios use kinds beyond the shared format (JobSet, Deployment, StatefulSet): kq's loader only.
 INTEGRATION_FILES = sorted((OWN_SCENARIOS / "integrations").glob("*.yaml"))
 
@@ -78,7 +78,8 @@ def test_own_scenarios_load(path) -> None:
 
 def test_own_scenarios_pass_the_shared_structural_checker() -> None:
     proc = subprocess.run(
-        [sys.executable, str(SHARED_SCENARIOS / "validate.py"), str(OWN_SCENARIOS / "core")],
+        [sys.executable, str(SHARED_SCENARIOS / "validate.py"),
+         *(str(d) for d in sorted(OWN_SCENARIOS.iterdir()) if d.is_dir() and d.name != "integrations")],
         capture_output=True, text=True, timeout=60,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

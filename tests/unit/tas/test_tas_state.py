@@ -7,6 +7,7 @@ from tas_builders import BLOCK, HOST, ONE, RACK, THREE, TWO, domains, node, solv
 
 from services.tas.core import HeldPodSet, NodeInfo, Placement, PlacementFailure, PodSetRequest, TaintSpec
 from services.tas.core.events import Assumed, Confirmed, NodeUpserted, PodBound, Released, TasEvent, apply, snapshot
+from services.tas.core.replacement import replace_node
 from services.tas.core.solver import TasSolver
 
 
@@ -143,7 +144,7 @@ def test_node_failure_replaced_within_the_required_domain() -> None:
     placed = s.place_and_assume("ns/a", "tas-flavor", [request])
     assert domains(placed) == [(("b1", "r1", "x1"), 2), (("b1", "r1", "x3"), 1)]
     s.upsert_node(NodeInfo(name="b1-r1-x1", labels=nodes[0].labels, allocatable=nodes[0].allocatable, ready=False))
-    out = s.replace_node("ns/a", request, "x1")
+    out = replace_node(s, "ns/a", request, "x1")
     assert not isinstance(out, PlacementFailure), out
     merged, replacement = out
     assert [(d.values, d.count) for d in replacement] == [(("b1", "r1", "x2"), 2)]
@@ -156,7 +157,7 @@ def test_node_failure_without_room_in_the_domain_is_reported() -> None:
     request = req(3, level=RACK)
     s.place_and_assume("ns/a", "tas-flavor", [request])
     s.remove_node("b1-r1-x1")
-    out = s.replace_node("ns/a", request, "x1")
+    out = replace_node(s, "ns/a", request, "x1")
     assert isinstance(out, PlacementFailure)
     assert out.kind == "NoReplacement"
     assert out.message.startswith("cannot find replacement assignment for unhealthy node x1: ")

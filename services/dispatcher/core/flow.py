@@ -1,0 +1,255 @@
+"""One manager Workload against its copies on the workers: Kueue's MultiKueue workload
+reconciler (pkg/controller/admissionchecks/multikueue/workload.go reconcileGroup) as one pure step.
+
+Order of the rules, as in Kueue: (1) a finished, evicted or unreserved manager workload has no
+copies; (2) a finished copy finishes the manager workload; (3) a copy evicted on its worker
+sends the check to Retry; (4) an admitted copy wins: the others go, the Job is created there,
+the check goes Ready with status.clusterName; (5) a lost winner is waited for until
+workerLostTimeout, then Retry; (6) otherwise nominate workers and keep one copy on each.
+
+kq's one strengthening: the Job is only ever created on the cluster named by status.clusterName,
+or, before that is set, on the single winner after the other copies were deleted; a cluster that
+already has our Job is preferred as the winner, so a restart mid-way never starts a second Job.
+"""
+
+from __future__ import annotations
+
+from kq.api import constants as k
+from kq.api.core import Job, JobStatus
+from kq.api.kueue import Workload
+from kq.api.meta import Condition, find_condition, parse_time
+
+from .model import LEASE_ANNOTATION, ClusterView, Finish, Inputs, Nominate, Plan, SetCheck, Settings, SyncJob
+
+
+def _true(wl: Workload, type_: str) -> Condition | None:
+    c = find_condition(wl.status.conditions, type_)
+    return c if c is not None and c.status == "True" else None
+
+
+def is_copy_of(remote: Workload, local: Workload) -> bool:
+    """A copy made for this incarnation of the manager workload (not a namesake's leftover)."""
+    origin_uid = remote.metadata.annotations.get(k.MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+    return origin_uid in (None, local.metadata.uid)
+
+
+def check_state(local: Workload, check: str) -> tuple[str, str] | None:
+    for c in local.status.admission_checks:
+        if c.name == check:
+            return c.state, c.message
+    return None
+
+
+def _job_stopped_status(job: Job) -> JobStatus | None:
+    """The manager Job's status with no active pods (its pods ran on a worker that no longer has
+    them), so the Job integration can finish the eviction; None when already so."""
+    st = job.status
+    if not st.active and not st.ready and not st.terminating:
+        return None
+    return JobStatus(active=0, ready=0, succeeded=st.succeeded, failed=st.failed, terminating=0,
+                     conditions=st.conditions, start_time=st.start_time, completion_time=st.completion_time)
+
+
+def _job_status_wanted(local_job: Job, remote_job: Job) -> JobStatus | None:
+    """The worker Job's status for the manager's Job, when the manager's is running and differs
+    (Kueue defers the copy while the manager Job is still suspended)."""
+    if local_job.spec.suspend is True:
+        return None
+    if local_job.status == remote_job.status:
+        return None
+    return remote_job.status
+
+
+def _no_adapter(inp: Inputs) -> str | None:
+    """Kueue rejects what it cannot run remotely: no owner, an owner kind without a MultiKueue
+    adapter (kq has batch/v1 Job), or a Job not managed by MultiKueue."""
+    if inp.owner is None:
+        return "No multikueue adapter found"
+    api_version, kind = inp.owner
+    if (api_version, kind) != ("batch/v1", "Job"):
+        group, _, version = api_version.rpartition("/")
+        return f'No multikueue adapter found for owner kind "{group}/{version}, Kind={kind}"'
+    job = inp.local_job
+    if job is not None and job.spec.managed_by != k.MULTIKUEUE_MANAGED_BY:
+        return f'The owner is not managed by Kueue: Expecting spec.managedBy to be "{k.MULTIKUEUE_MANAGED_BY}" not "{job.spec.managed_by or ""}"'
+    return None
+
+
+def reconcile(inp: Inputs, s: Settings) -> Plan:
+    local = inp.local
+    present = sorted(c for c, wl in inp.remotes.items() if wl.metadata.deletion_timestamp is None)
+    stale = tuple(c for c in present if not is_copy_of(inp.remotes[c], local))
+    copies = {c: inp.remotes[c] for c in present if c not in stale}
+
+    # 1. No copies for a finished workload, one being deleted, evicted or holding no quota.
+    finished = _true(local, k.WORKLOAD_FINISHED)
+    evicted = _true(local, k.WORKLOAD_EVICTED)
+    reserved = _true(local, k.WORKLOAD_QUOTA_RESERVED)
+    if finished or evicted or reserved is None or local.metadata.deletion_timestamp is not None:
+        manager = ()
+        if not finished and inp.local_job is not None and (st := _job_stopped_status(inp.local_job)) is not None:
+            manager = (SyncJob(status=st),)
+        return Plan(delete=tuple(sorted(copies)) + stale, manager=manager, reset_round=True, why="no copies wanted")
+    cs = check_state(local, inp.check)
+    if cs is None or cs[0] == k.CHECK_REJECTED:
+        return Plan(delete=stale, why="no MultiKueue check to serve")
+    state, message = cs
+    winner_name = local.status.cluster_name
+    if (why := _no_adapter(inp)) is not None:
+        return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_REJECTED, message=why),), why="no adapter")
+    if inp.local_job is None:
+        return Plan(delete=stale, why="waiting for the Job in the mirror")
+
+    # 2. A finished copy finishes the manager workload (OutOfSync means re-dispatch, not done).
+    done = [(c, cond) for c, wl in copies.items() if (cond := _true(wl, k.WORKLOAD_FINISHED))]
+    if done:
+        done.sort(key=lambda d: (d[0] != winner_name, d[1].last_transition_time or "", d[0]))
+        c, cond = done[0]
+        if cond.reason == k.FINISHED_OUT_OF_SYNC:
+            if state != k.CHECK_READY:
+                return Plan(delete=stale, why="remote out of sync, check not ready")
+            msg = f"Remote workload on worker cluster {c!r} is out of sync with its user job, resetting for re-dispatch"
+            return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_RETRY, message=msg),), why="remote out of sync")
+        manager: list = []
+        rjob = inp.remote_jobs.get(c)
+        if not winner_name and rjob is not None and state not in (k.CHECK_RETRY, k.CHECK_REJECTED):
+            # It ran and finished before its cluster was recorded (a dispatcher restart in between):
+            # record where, so the manager says where it ran.
+            manager.append(SetCheck(state=k.CHECK_READY, message=f'The workload was admitted on "{c}"', cluster_name=c))
+        if inp.local_job is not None and rjob is not None and inp.local_job.status != rjob.status:
+            manager.append(SyncJob(status=rjob.status))
+        manager.append(Finish(reason=cond.reason, message=cond.message))
+        return Plan(delete=stale, manager=tuple(manager), why=f"finished on {c}")
+
+    # 3. Evicted on its worker while Ready: reset for re-admission.
+    if winner_name and (wl := copies.get(winner_name)) is not None and _true(wl, k.WORKLOAD_EVICTED):
+        if state == k.CHECK_READY:
+            msg = f'Workload evicted on worker cluster: "{winner_name}", resetting for re-admission'
+            return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_RETRY, message=msg),), why="evicted on worker")
+        return Plan(delete=stale, why="evicted on worker, check not ready")
+
+    # 4. The winner: status.clusterName; else a cluster already running our Job; else the
+    #    earliest admitted copy.
+    admitted = {c: cond for c, wl in copies.items() if (cond := _true(wl, k.WORKLOAD_ADMITTED))}
+    winner = None
+    if winner_name:
+        winner = winner_name if winner_name in admitted else None
+    else:
+        with_job = sorted(c for c in admitted if c in inp.remote_jobs)
+        if with_job:
+            winner = with_job[0]
+        elif admitted:
+            winner = min(admitted, key=lambda c: (admitted[c].last_transition_time or "", c))
+    if winner is not None:
+        return _converge(inp, s, winner, copies, stale, state)
+
+    # 5. No admitted copy while Ready: the winner is lost or gone.
+    if state == k.CHECK_READY:
+        view = next((c for c in inp.clusters if c.name == winner_name), None)
+        if winner_name and (view is None or not view.available):
+            since = view.lost_since if view is not None and view.lost_since is not None else inp.now
+            left = s.worker_lost_timeout_s - (inp.now - since)
+            if left > 0:
+                return Plan(delete=stale, wake_in=left, why=f"admitting worker {winner_name} unreachable")
+            return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_RETRY, message="Admitting remote lost"),),
+                        why="admitting worker lost")
+        if not winner_name:
+            msg = "Admission check is Ready but no admitting cluster is recorded"
+            return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_RETRY, message=msg),), why="ready without cluster")
+        return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_RETRY, message="Admitting remote no longer exists"),),
+                    why="admitting copy gone")
+
+    # 6. Nominate and keep one copy on each nominated, reachable worker.
+    if state != k.CHECK_PENDING:
+        return Plan(delete=stale, why=f"check {state}: no nomination")
+    return _nominate(inp, s, copies, stale, message)
+
+
+def lease_until(wl: Workload) -> float | None:
+    text = wl.metadata.annotations.get(LEASE_ANNOTATION)
+    if not text:
+        return None
+    try:
+        return parse_time(text).timestamp()
+    except ValueError:
+        return None
+
+
+def _converge(inp: Inputs, s: Settings, winner: str, copies: dict[str, Workload], stale: tuple[str, ...],
+              state: str) -> Plan:
+    local = inp.local
+    held = lease_until(copies[winner])
+    renew = None
+    if s.lease_enabled and (held is None or held - inp.now < s.lease_s - s.renew_every_s):
+        renew = inp.now + s.lease_s
+    others = tuple(c for c in sorted(copies) if c != winner)
+    manager: list = []
+    create_job = None
+    rjob = inp.remote_jobs.get(winner)
+    if inp.local_job is not None:
+        if rjob is None:
+            create_job = winner
+        elif (st := _job_status_wanted(inp.local_job, rjob)) is not None:
+            manager.append(SyncJob(status=st))
+    if state not in (k.CHECK_RETRY, k.CHECK_REJECTED) and (state != k.CHECK_READY or local.status.cluster_name != winner):
+        manager.insert(0, SetCheck(state=k.CHECK_READY, message=f'The workload was admitted on "{winner}"',
+                                   cluster_name=winner))
+    return Plan(delete=others + stale, create_job=create_job, manager=tuple(manager),
+                renew_lease=(winner, renew) if renew is not None else None,
+                wake_in=s.renew_every_s if s.lease_enabled else None, why=f"admitted on {winner}")
+
+
+def _nominate(inp: Inputs, s: Settings, copies: dict[str, Workload], stale: tuple[str, ...], message: str) -> Plan:
+    local = inp.local
+    available = [c.name for c in inp.clusters if c.available]
+    current = tuple(local.status.nominated_cluster_names)
+    manager: list = []
+    wake = None
+    round_started = None
+    awaiting = False
+    if s.mode == "AllAtOnce":
+        nominated = tuple(sorted(available))
+        if set(nominated) != set(current):
+            manager.append(Nominate(clusters=nominated))
+    elif s.mode == "Incremental":
+        # Our own nomination may not be visible yet: never shrink below it.
+        current = current + tuple(c for c in inp.round_nominated if c not in current)
+        nominated = current
+        started = inp.round_started
+        if started is None or inp.now - started >= s.round_timeout_s:
+            rest = sorted(c for c in available if c not in current)[: s.step_size]
+            if rest:
+                nominated = current + tuple(rest)
+                manager.append(Nominate(clusters=nominated))
+                round_started = inp.now
+                wake = s.round_timeout_s
+        else:
+            wake = s.round_timeout_s - (inp.now - started)
+    else:
+        nominated = current
+        awaiting = not nominated
+    want = set(nominated) & set(available)
+    create = tuple(sorted(c for c in want if c not in copies))
+    delete = tuple(sorted(c for c in copies if c not in nominated)) + stale
+    pending = _pending_message(copies, want)
+    if pending and pending != message:
+        manager.append(SetCheck(state=k.CHECK_PENDING, message=pending))
+    return Plan(delete=delete, create=create, manager=tuple(manager), wake_in=wake, round_started=round_started,
+                round_nominated=nominated if round_started is not None else (), awaiting_nomination=awaiting, why=f"nominated {', '.join(sorted(nominated)) or 'none'}")
+
+
+def _pending_message(copies: dict[str, Workload], nominated: set[str]) -> str:
+    """Why the copies wait, as each worker says (QuotaReserved=False message), for the manager to show."""
+    parts = []
+    for c in sorted(nominated):
+        wl = copies.get(c)
+        if wl is None:
+            continue
+        cond = find_condition(wl.status.conditions, k.WORKLOAD_QUOTA_RESERVED)
+        if cond is not None and cond.status == "False" and cond.message:
+            parts.append(f"{c}: {cond.message}")
+    return "; ".join(parts)
+
+
+def lost_clusters(clusters: tuple[ClusterView, ...]) -> list[str]:
+    return [c.name for c in clusters if not c.available]

@@ -1,0 +1,51 @@
+"""The worker side of the manager's lease (core/guard.py decides): on the worker clusters this kq
+serves, copies whose manager lease ran out are deactivated through the worker's watcher, so their
+Job stops. Runs inside the dispatcher's term on a manager that also serves its workers (the local
+stack), or alone in a kq that serves only worker clusters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from kq import subjects
+from kq.messages import Command, DeactivateWorkload, command_kind
+from kq.mirror import MirrorView
+from kq.obs import get_logger
+from kq.runtime import Bus, Delivery, OutMsg
+from services.dispatcher.core.guard import expired_copies
+from services.dispatcher.core.model import LEASE_ANNOTATION, Settings
+
+GUARD_WRITER = "dispatcher-guard"
+
+
+async def run_guard(bus: Bus, workers: tuple[str, ...], core: Settings, epoch: int) -> None:
+    log = get_logger("kq.dispatcher.guard", epoch=epoch)
+    view = MirrorView()
+
+    async def follow(d: Delivery) -> None:
+        view.apply_delivery(d)
+
+    filters = [subjects.object_filter(w, "workload") for w in workers]
+    replay = bus.replay(subjects.OBJECTS_STREAM, filters, follow, deliver="last_per_subject")
+    period = max(0.05, min(1.0, core.renew_every_s / 2))
+    async with asyncio.TaskGroup() as tg:
+        tg.create_task(replay.run(), name="guard:mirror")
+        while True:
+            now = time.time()
+            cmds: list[Command] = []
+            for w in workers:
+                for wl in expired_copies(view.typed_items(w, "workload"), now):
+                    md = wl.metadata
+                    lease = md.annotations.get(LEASE_ANNOTATION, "")
+                    cmds.append(DeactivateWorkload(
+                        id=f"mk-guard:{md.uid}:{lease}", cluster=w, writer=GUARD_WRITER, epoch=epoch,
+                        namespace=md.namespace, name=md.name, uid=md.uid, reason="ManagerLeaseExpired",
+                        message=f"The MultiKueue manager's lease on this copy ran out at {lease}"))
+                    log.warning("copy stopped: manager lease expired", worker=w, workload=f"{md.namespace}/{md.name}",
+                                lease=lease)
+            if cmds:
+                await bus.publish_many([OutMsg(subjects.command_subject(c.cluster, command_kind(c)), c, c.id)
+                                        for c in cmds])
+            await asyncio.sleep(period)

@@ -1,0 +1,178 @@
+"""The dispatcher's connections to worker clusters: one RemoteCluster per MultiKueueCluster.
+
+Each loads its kubeconfig (from a Secret in kq's namespace, read straight from the manager's API
+server, or from a file path), builds its own Kubernetes client and keeps the worker's copies
+(Workloads and Jobs carrying our origin label) listed and watched. It is `available` only while
+connected and fully listed: only then is what it holds the truth about that worker. Failures
+reconnect with doubling backoff. Kubeconfig content is never logged or published: errors carry
+only the reason (kq.kube and core.clusters strip it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from kq.api.constants import MULTIKUEUE_ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
+from kq.api.core import Job
+from kq.api.kueue import KubeConfig, Workload
+from kq.api.registry import decode_object
+from kq.kube import Gone, KubeClient, KubeError
+from kq.obs import get_logger
+from kq.kubeconfigs import KubeconfigError
+from kq.remote_clusters import KubeconfigSource
+from services.dispatcher.core.clusters import BAD_KUBECONFIG, CONNECTED, CONNECTING, CONNECTION_FAILED, ClusterState
+
+NsName = tuple[str, str]
+OnChange = Callable[[str, set[NsName]], None]  # cluster, manager workload keys touched
+OnState = Callable[[str], None]
+
+
+class RemoteCluster:
+    def __init__(self, name: str, source: KubeConfig | None, loader: KubeconfigSource, origin: str,
+                 on_change: OnChange, on_state: OnState, *, retry_base_s: float, retry_max_s: float,
+                 watch_timeout_s: float) -> None:
+        self.name = name
+        self.source = source
+        self.loader = loader
+        self.origin = origin
+        self.on_change = on_change
+        self.on_state = on_state
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self.watch_timeout_s = watch_timeout_s
+        self.state: ClusterState = CONNECTING
+        self.available = False
+        self.lost_since: float | None = None  # wall time it was last known connected
+        self.client: KubeClient | None = None
+        self.workloads: dict[NsName, Workload] = {}
+        self.jobs: dict[NsName, Job] = {}
+        self._job_index: dict[NsName, set[NsName]] = {}  # workload -> its Jobs' keys (may hold stale keys)
+        self.log = get_logger("kq.dispatcher.remote", cluster=name)
+
+    @property
+    def selector(self) -> str:
+        return f"{MULTIKUEUE_ORIGIN_LABEL}={self.origin}"
+
+    def job_for(self, namespace: str, workload: str) -> Job | None:
+        """The Job running this workload's copy (by its prebuilt-workload label)."""
+        for key in self._job_index.get((namespace, workload), ()):
+            job = self.jobs.get(key)
+            if job is not None and job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL) == workload:
+                return job
+        return None
+
+    def _index_job(self, job: Job) -> None:
+        self._job_index.setdefault(self._wl_key(job), set()).add((job.metadata.namespace, job.metadata.name))
+
+    def _set_state(self, state: ClusterState, available: bool) -> None:
+        if self.available and not available:
+            self.lost_since = time.time()
+        changed = state != self.state or available != self.available
+        self.state, self.available = state, available
+        if changed:
+            self.log.info("connection", active=state.active, reason=state.reason, message=state.message)
+            self.on_state(self.name)
+            self.on_change(self.name, set(self.workloads) | {self._wl_key(j) for j in self.jobs.values()})
+
+    @staticmethod
+    def _wl_key(job: Job) -> NsName:
+        return job.metadata.namespace, job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL, job.metadata.name)
+
+    async def run(self) -> None:
+        delay = self.retry_base_s
+        while True:
+            try:
+                self.client = await self.loader.connect(self.source, self.origin)
+            except (KubeconfigError, ValueError) as e:
+                self._set_state(ClusterState(active=False, reason=BAD_KUBECONFIG, message=f"load client config failed: {e}"), False)
+                await asyncio.sleep(self.retry_max_s)
+                continue
+            try:
+                await self._connected()
+            except (KubeError, msgspec.ValidationError, msgspec.DecodeError) as e:
+                msg = f"{type(e).__name__}: HTTP {e.status}" if isinstance(e, KubeError) else "undecodable object"
+                self._set_state(ClusterState(active=False, reason=CONNECTION_FAILED, message=msg), False)
+            finally:
+                client, self.client = self.client, None
+                if client is not None:
+                    await client.close()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.retry_max_s)
+            if self.available:
+                delay = self.retry_base_s
+
+    async def _connected(self) -> None:
+        assert self.client is not None
+        wl_rv = await self._relist("workload")
+        job_rv = await self._relist("job")
+        self._set_state(CONNECTED, True)
+        tasks = [asyncio.create_task(self._watch("workload", wl_rv)), asyncio.create_task(self._watch("job", job_rv))]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        for t in done:
+            if (e := t.exception()) is not None:
+                raise e
+
+    async def _relist(self, kind: str) -> str:
+        assert self.client is not None
+        raws, rv = await self.client.list(kind, label_selector=self.selector)
+        table: dict[NsName, Any] = {}
+        for raw in raws:
+            obj = decode_object(kind, raw)
+            table[(obj.metadata.namespace, obj.metadata.name)] = obj
+        old = self.workloads if kind == "workload" else self.jobs
+        touched = self._keys(kind, list(old.values()) + list(table.values()))
+        if kind == "workload":
+            self.workloads = table
+        else:
+            self.jobs = table
+            self._job_index = {}
+            for job in table.values():
+                self._index_job(job)
+        if self.available:
+            self.on_change(self.name, touched)
+        return rv
+
+    def _keys(self, kind: str, objs: list[Any]) -> set[NsName]:
+        if kind == "workload":
+            return {(o.metadata.namespace, o.metadata.name) for o in objs}
+        return {self._wl_key(o) for o in objs}
+
+    async def _watch(self, kind: str, rv: str) -> None:
+        assert self.client is not None
+        while True:
+            try:
+                async for ev in self.client.watch(kind, rv, label_selector=self.selector, timeout_s=self.watch_timeout_s):
+                    obj = decode_object(kind, ev.raw)
+                    rv = obj.metadata.resource_version or rv
+                    if ev.type == "BOOKMARK":
+                        continue
+                    table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs
+                    key = (obj.metadata.namespace, obj.metadata.name)
+                    if ev.type == "DELETED":
+                        table.pop(key, None)
+                    else:
+                        table[key] = obj
+                        if kind == "job":
+                            self._index_job(obj)
+                    self.on_change(self.name, self._keys(kind, [obj]))
+            except Gone:
+                rv = await self._relist(kind)
+
+    def remember(self, kind: str, raw: bytes) -> None:
+        """What our own create returned, so a decision before the watch echo sees it."""
+        obj = decode_object(kind, raw)
+        table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs
+        table[(obj.metadata.namespace, obj.metadata.name)] = obj
+        if kind == "job":
+            self._index_job(obj)
+

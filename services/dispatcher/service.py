@@ -1,0 +1,85 @@
+"""Wiring of the dispatcher: one lease per manager cluster ("dispatcher"/<manager>); while it is
+held a Term (services/dispatcher/term.py) dispatches that manager's MultiKueue workloads. A
+second instance waits in `lead()` as a hot standby and takes over with a higher epoch (its
+commands fence the old holder's at the watcher).
+
+The dispatcher reads the manager's objects from the bus mirror and talks to the manager's API
+server for one thing only: the workers' kubeconfig Secrets (never mirrored on the bus).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from contextlib import AsyncExitStack
+
+from kq.config import Config
+from kq.kube import KubeClient
+from kq.obs import get_logger
+from kq.runtime import Bus, Lease, lead
+from services.dispatcher.guard import run_guard
+from services.dispatcher.settings import DispatcherSettings, core_settings
+from services.dispatcher.term import Term
+
+SERVICE = "dispatcher"
+
+
+async def main(bus: Bus, config: Config, settings: DispatcherSettings | None = None) -> None:
+    settings = settings or DispatcherSettings()
+    core = core_settings(config)
+    log = get_logger("kq.dispatcher", instance=config.instance)
+    managers = [c for c in config.clusters if c.role == "manager"]
+    workers = tuple(c.name for c in config.clusters if c.role == "worker")
+    if not managers:
+        # A kq that serves only worker clusters: nothing to dispatch, but its copies keep the lease guard.
+        log.info("no manager cluster configured; guarding the workers' copies only", workers=workers)
+        bus.mark_ready()
+        if workers:
+            await run_guard(bus, workers, core, 0)
+        await asyncio.Event().wait()
+    manager = managers[0]
+    holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
+    lease = Lease(bus, SERVICE, manager.name, holder, ttl=settings.lease_ttl_s)
+    async with AsyncExitStack() as stack:
+        client = await KubeClient.from_kubeconfig(manager.kubeconfig)
+        stack.push_async_callback(client.close)
+
+        leading = False
+
+        async def report_standby() -> None:
+            """While not leading: "standby" once another instance is seen holding the lease."""
+            while True:
+                if not leading and bus.status == "starting":
+                    try:
+                        held = await lease.current()
+                    except Exception:  # noqa: BLE001 - the bus is away: ask again next time
+                        held = None
+                    if held is not None and held[1].holder != holder and not leading:
+                        bus.status = "standby"
+                await asyncio.sleep(0.5)
+
+        reporter = asyncio.create_task(report_standby())
+        stack.callback(reporter.cancel)
+
+        async def term(epoch: int) -> None:
+            nonlocal leading
+            leading = True
+            bus.status = "starting"
+            try:
+                await Term(bus, manager.name, client, core, settings, epoch, workers).run()
+            finally:
+                leading = False
+                bus.status = "starting"
+
+        while True:
+            # "standby" only while another instance holds the lease; until we know, "starting"
+            # (so a stack does not count a dispatcher about to lead as ready).
+            held = await lease.current()
+            bus.status = "standby" if held is not None and held[1].holder != holder else "starting"
+            try:
+                await lead(lease, term)
+                return
+            except Exception as e:  # noqa: BLE001 - the term's end is reported, then we stand again
+                log.error("term ended", error=f"{type(e).__name__}: {e}")
+                await asyncio.sleep(0.5)

@@ -1,0 +1,399 @@
+"""One leadership term of the dispatcher (epoch E) for one manager cluster.
+
+1. replay the manager's mirror (Workloads, Jobs, AdmissionChecks, MultiKueueConfigs and
+   MultiKueueClusters) and keep following it; fence older terms' commands;
+2. keep a RemoteCluster (services/dispatcher/remotes.py) per MultiKueueCluster;
+3. reconcile each manager workload that carries a MultiKueue check whenever it, its Job, its
+   copies or a cluster's connection changed, or a timer it asked for fired: core.flow decides,
+   this module deletes and creates on the workers (deletes first) and sends the manager-side
+   changes to the watcher as commands (ids derived from the decision, so repeats are dropped);
+4. keep the Active conditions of MultiKueueClusters and MultiKueue AdmissionChecks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from datetime import datetime, timezone
+from typing import Any
+
+import msgspec
+
+from kq import subjects
+from kq.api import constants as k
+from kq.api.core import Job
+from kq.api.kueue import AdmissionCheck, MultiKueueCluster, MultiKueueConfig, Workload
+from kq.kube import AlreadyExists, KubeClient, KubeError, NotFound
+from kq.messages import (
+    Command,
+    Fence,
+    FinishWorkload,
+    SetActiveCondition,
+    SetAdmissionCheckState,
+    SetNominatedClusters,
+    SyncJobStatus,
+    command_kind,
+)
+from kq.mirror import MirrorView, ObjectRecord
+from kq.obs import get_logger
+from kq.runtime import Bus, Delivery, OutMsg
+from services.dispatcher.core import clusters as cl
+from services.dispatcher.core.copies import remote_job, remote_workload
+from services.dispatcher.core.flow import reconcile
+from services.dispatcher.guard import run_guard
+from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Inputs, Nominate, Plan, SetCheck, Settings, SyncJob
+from services.dispatcher.external import ExternalDoor
+from kq.remote_clusters import KubeconfigSource
+from services.dispatcher.remotes import RemoteCluster
+from services.dispatcher.settings import DispatcherSettings
+
+WRITER = "dispatcher"
+KINDS = ("workload", "job", "admissioncheck", "multikueueconfig", "multikueuecluster")
+NsName = tuple[str, str]
+_json = msgspec.json.Encoder(order="sorted")
+
+
+async def _all(calls: Any) -> None:
+    """Run the calls concurrently; the first failure is raised once all have ended."""
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+
+
+def _stamp(at: float) -> str:
+    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _digest(*parts: Any) -> str:
+    return hashlib.sha256(_json.encode(parts)).hexdigest()[:20]
+
+
+class Term:
+    def __init__(self, bus: Bus, manager: str, manager_client: KubeClient | None, core: Settings,
+                 settings: DispatcherSettings, epoch: int, workers: tuple[str, ...] = ()) -> None:
+        self.bus = bus
+        self.manager = manager
+        self.workers = workers  # worker clusters this kq serves too: their copies get the lease guard
+        self.core = core
+        self.settings = settings
+        self.epoch = epoch
+        self.view = MirrorView()
+        self.loader = KubeconfigSource(manager_client, settings.kq_namespace)
+        self.remotes: dict[str, RemoteCluster] = {}
+        self._remote_tasks: dict[str, asyncio.Task[None]] = {}
+        self._sources: dict[str, Any] = {}
+        self.dirty: set[NsName] = set()
+        self._wake = asyncio.Event()
+        self._topology_dirty = True
+        self._busy: set[NsName] = set()
+        self.rounds: dict[str, tuple[float, tuple[str, ...]]] = {}  # uid -> Incremental round (start, nominated)
+        self.job_owner: dict[NsName, NsName] = {}  # manager job -> its workload
+        self.deleted: dict[NsName, str] = {}  # manager workloads seen deleted -> uid, until their copies are gone
+        self.external = ExternalDoor(bus, self) if core.mode == "External" else None
+        self.log = get_logger("kq.dispatcher", cluster=manager, epoch=epoch)
+
+    # --- inputs ---
+
+    def mark(self, key: NsName) -> None:
+        self.dirty.add(key)
+        self._wake.set()
+
+    def mark_all(self) -> None:
+        for rec in self.view.items(self.manager, "workload"):
+            self.dirty.add((rec.namespace, rec.name))
+        self._wake.set()
+
+    def _on_record(self, what: Any) -> None:
+        if not isinstance(what, ObjectRecord) or what.cluster != self.manager:
+            return
+        if what.kind == "workload":
+            if what.deleted:  # its copies go at once (gc would find them later)
+                self.deleted[(what.namespace, what.name)] = what.uid
+            self.mark((what.namespace, what.name))
+        elif what.kind == "job":
+            owner = self.job_owner.get((what.namespace, what.name))
+            if owner is not None:
+                self.mark(owner)
+        elif what.kind in ("admissioncheck", "multikueueconfig", "multikueuecluster"):
+            self._topology_dirty = True
+            self._wake.set()
+
+    def _on_remote_change(self, cluster: str, keys: set[NsName]) -> None:
+        for key in keys:
+            self.mark(key)
+
+    def _on_remote_state(self, cluster: str) -> None:
+        self._topology_dirty = True
+        self._wake.set()
+
+    # --- run ---
+
+    async def run(self) -> None:
+        filters = [subjects.object_filter(self.manager, kind) for kind in KINDS]
+
+        async def follow(d: Delivery) -> None:
+            self._on_record(self.view.apply_delivery(d))
+
+        replay = self.bus.replay(subjects.OBJECTS_STREAM, filters, follow, deliver="last_per_subject")
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(replay.run(), name="dispatcher:mirror")
+            await replay.wait_caught_up(timeout=self.settings.replay_timeout_s)
+            fence = Fence(id=f"dispatcher-fence:{self.manager}:{self.epoch}", cluster=self.manager, writer=WRITER,
+                          epoch=self.epoch)
+            await self.bus.publish(subjects.command_subject(self.manager, "fence"), fence, msg_id=fence.id)
+            if self.external is not None:
+                tg.create_task(self.external.run(), name="dispatcher:external")
+            if self.workers:
+                tg.create_task(run_guard(self.bus, self.workers, self.core, self.epoch), name="dispatcher:guard")
+            self.bus.mark_ready()
+            self.log.info("dispatching", mode=self.core.mode, workloads=len(self.view.items(self.manager, "workload")))
+            self.mark_all()
+            await self._loop()
+
+    async def _loop(self) -> None:
+        sem = asyncio.Semaphore(self.settings.concurrency)
+        pending: set[asyncio.Task[None]] = set()
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._topology_dirty:
+                self._topology_dirty = False
+                await self._topology()
+                self.mark_all()
+            keys = [key for key in self.dirty if key not in self._busy]
+            self.dirty.difference_update(keys)
+            for key in keys:
+                self._busy.add(key)
+                await sem.acquire()
+                t = asyncio.create_task(self._one(key, sem))
+                pending.add(t)
+                t.add_done_callback(pending.discard)
+
+    async def _one(self, key: NsName, sem: asyncio.Semaphore) -> None:
+        try:
+            await self.reconcile_key(key)
+        except Exception as e:  # noqa: BLE001 - one workload's failure is retried, never the term's end
+            self.log.warning("reconcile failed; retrying", workload=f"{key[0]}/{key[1]}", error=f"{type(e).__name__}: {e}")
+            asyncio.get_running_loop().call_later(self.settings.retry_s, self.mark, key)
+        finally:
+            self._busy.discard(key)
+            sem.release()
+            if key in self.dirty:
+                self._wake.set()
+
+    # --- clusters and checks ---
+
+    def _typed(self, kind: str) -> dict[str, Any]:
+        return {o.metadata.name: o for o in self.view.typed_items(self.manager, kind)}
+
+    async def _topology(self) -> None:
+        mkcs: dict[str, MultiKueueCluster] = self._typed("multikueuecluster")
+        for name, mkc in mkcs.items():
+            src = mkc.spec.cluster_source.kube_config
+            if name in self.remotes and self._sources.get(name) == src:
+                continue
+            await self._stop_remote(name)
+            rc = RemoteCluster(name, src, self.loader, self.core.origin, self._on_remote_change, self._on_remote_state,
+                               retry_base_s=self.settings.retry_base_s, retry_max_s=self.settings.retry_max_s,
+                               watch_timeout_s=self.settings.watch_timeout_s)
+            self.remotes[name], self._sources[name] = rc, src
+            self._remote_tasks[name] = asyncio.create_task(rc.run(), name=f"remote:{name}")
+        for name in [n for n in self.remotes if n not in mkcs]:
+            await self._stop_remote(name)
+        cmds: list[Command] = []
+        for name, mkc in mkcs.items():
+            if self.remotes[name].state == cl.CONNECTING and not mkc.status.conditions:
+                continue  # no word yet: the first attempt's outcome is written, not "Connecting"
+            want = cl.cluster_condition(mkc, self.remotes[name].state)
+            if cl.condition_differs(mkc.status.conditions, want):
+                cmds.append(self._active_cmd("multikueuecluster", mkc, want))
+        # What the AdmissionChecks see: the clusters' conditions as we are about to write them.
+        effective = {n: msgspec.structs.replace(m, status=msgspec.structs.replace(
+            m.status, conditions=(cl.cluster_condition(m, self.remotes[n].state),))) for n, m in mkcs.items()}
+        configs: dict[str, MultiKueueConfig] = self._typed("multikueueconfig")
+        for ac in self._typed("admissioncheck").values():
+            if ac.spec.controller_name != k.MULTIKUEUE_CONTROLLER_NAME:
+                continue
+            want = cl.admission_check_condition(ac, configs, effective)
+            if cl.condition_differs(ac.status.conditions, want):
+                cmds.append(self._active_cmd("admissioncheck", ac, want))
+        await self._send(cmds)
+
+    async def _stop_remote(self, name: str) -> None:
+        task = self._remote_tasks.pop(name, None)
+        self.remotes.pop(name, None)
+        self._sources.pop(name, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    def _active_cmd(self, kind: str, obj: Any, cond: Any) -> Command:
+        cid = f"mk-active:{kind}:{obj.metadata.name}:{obj.metadata.resource_version}:{_digest(cond)}"
+        return SetActiveCondition(id=cid, cluster=self.manager, writer=WRITER, epoch=self.epoch, kind=kind,
+                                  name=obj.metadata.name, condition=cond)
+
+    # --- one workload ---
+
+    def mk_check(self, wl: Workload) -> tuple[str, tuple[str, ...]] | None:
+        """The MultiKueue check on a workload and its config's clusters."""
+        acs: dict[str, AdmissionCheck] = self._typed("admissioncheck")
+        for st in wl.status.admission_checks:
+            ac = acs.get(st.name)
+            if ac is None or ac.spec.controller_name != k.MULTIKUEUE_CONTROLLER_NAME or ac.spec.parameters is None:
+                continue
+            cfg = self.view.typed(subjects.ObjectKey(self.manager, "multikueueconfig", "", ac.spec.parameters.name))
+            return st.name, tuple(cfg.spec.clusters) if cfg is not None else ()
+        return None
+
+    def _local_job(self, wl: Workload) -> tuple[Job | None, ObjectRecord | None]:
+        ref = wl.metadata.controller_ref()
+        if ref is None or ref.kind != "Job":
+            return None, None
+        key = subjects.ObjectKey(self.manager, "job", wl.metadata.namespace, ref.name)
+        self.job_owner[(wl.metadata.namespace, ref.name)] = (wl.metadata.namespace, wl.metadata.name)
+        rec = self.view.get(key)
+        if rec is None or rec.uid != ref.uid:
+            return None, None
+        return self.view.typed(key), rec
+
+    async def reconcile_key(self, key: NsName) -> None:
+        ns, name = key
+        rec = self.view.get(subjects.ObjectKey(self.manager, "workload", ns, name))
+        if rec is None:
+            uid = self.deleted.pop(key, None)
+            if uid is not None:
+                await self._delete_copies_of(key, uid)
+            return
+        wl: Workload = self.view.typed(rec.key)
+        found = self.mk_check(wl)
+        if found is None:
+            return
+        check, names = found
+        views, remotes, jobs = [], {}, {}
+        for c in names:
+            rc = self.remotes.get(c)
+            if rc is None:
+                continue
+            views.append(ClusterView(name=c, available=rc.available, lost_since=rc.lost_since))
+            if rc.available:
+                if (copy := rc.workloads.get(key)) is not None:
+                    remotes[c] = copy
+                if (job := rc.job_for(ns, name)) is not None:
+                    jobs[c] = job
+        local_job, job_rec = self._local_job(wl)
+        ref = wl.metadata.controller_ref()
+        rnd = self.rounds.get(wl.metadata.uid)
+        inp = Inputs(local=wl, check=check, clusters=tuple(views), remotes=remotes, remote_jobs=jobs,
+                     local_job=local_job, owner=(ref.api_version, ref.kind) if ref is not None else None,
+                     round_started=rnd[0] if rnd else None, round_nominated=rnd[1] if rnd else (), now=time.time())
+        plan = reconcile(inp, self.core)
+        await self._apply(wl, rec, check, plan, job_rec)
+
+    async def _apply(self, wl: Workload, rec: ObjectRecord, check: str, plan: Plan, job_rec: ObjectRecord | None) -> None:
+        ns, name = wl.metadata.namespace, wl.metadata.name
+        # Deletes (all clusters at once) before creates, and both before the Job.
+        await _all(self._delete_remote(c, ns, name) for c in plan.delete)
+        if plan.create:
+            lease = _stamp(time.time() + self.core.lease_s) if self.core.lease_enabled else None
+            body = msgspec.json.encode(remote_workload(msgspec.json.decode(rec.raw), self.core.origin, lease))
+            await _all(self._create(c, "workload", ns, body) for c in plan.create)
+        if plan.renew_lease is not None:
+            await self._renew(plan.renew_lease[0], ns, name, plan.renew_lease[1])
+        if plan.create_job is not None and job_rec is not None:
+            body = remote_job(msgspec.json.decode(job_rec.raw), name, self.core.origin)
+            await self._create(plan.create_job, "job", ns, msgspec.json.encode(body))
+        if plan.reset_round:
+            self.rounds.pop(wl.metadata.uid, None)
+        if plan.round_started is not None:
+            self.rounds[wl.metadata.uid] = (plan.round_started, plan.round_nominated)
+        if plan.wake_in is not None:
+            asyncio.get_running_loop().call_later(max(plan.wake_in, 0.05), self.mark, (ns, name))
+        if plan.awaiting_nomination and self.external is not None:
+            await self.external.publish_pending(wl, check, [c for c in self.remotes if self.remotes[c].available])
+        cmds = [self._command(wl, rec, check, intent, job_rec) for intent in plan.manager]
+        await self._send([c for c in cmds if c is not None])
+        if plan.delete or plan.create or plan.create_job or plan.manager:
+            self.log.info("dispatch", workload=f"{ns}/{name}", why=plan.why, delete=plan.delete, create=plan.create,
+                          job=plan.create_job, manager=[type(i).__name__ for i in plan.manager])
+
+    def _command(self, wl: Workload, rec: ObjectRecord, check: str, intent: Any, job_rec: ObjectRecord | None) -> Command | None:
+        base = dict(cluster=self.manager, writer=WRITER, epoch=self.epoch)
+        cid = f"mk:{rec.uid}:{rec.resource_version}:{_digest(intent)}"
+        wkey = dict(namespace=wl.metadata.namespace, name=wl.metadata.name, uid=wl.metadata.uid)
+        match intent:
+            case SetCheck():
+                return SetAdmissionCheckState(id=cid, **base, **wkey, check=check, state=intent.state,
+                                              message=intent.message, cluster_name=intent.cluster_name)
+            case Nominate():
+                return SetNominatedClusters(id=cid, **base, **wkey, clusters=intent.clusters)
+            case Finish():
+                return FinishWorkload(id=cid, **base, **wkey, reason=intent.reason, message=intent.message)
+            case SyncJob():
+                if job_rec is None:
+                    return None
+                jid = f"mk-job:{job_rec.uid}:{job_rec.resource_version}:{_digest(intent)}"
+                return SyncJobStatus(id=jid, **base, namespace=job_rec.namespace, name=job_rec.name, uid=job_rec.uid,
+                                     status=intent.status)
+        raise TypeError(f"unknown intent {intent!r}")
+
+    async def send_nomination(self, wl: Workload, clusters: tuple[str, ...], msg_id: str) -> None:
+        cmd = SetNominatedClusters(id=msg_id, cluster=self.manager, writer=WRITER, epoch=self.epoch,
+                                   namespace=wl.metadata.namespace, name=wl.metadata.name, uid=wl.metadata.uid,
+                                   clusters=clusters)
+        await self._send([cmd])
+
+    async def _send(self, cmds: list[Command]) -> None:
+        if cmds:
+            await self.bus.publish_many([OutMsg(subjects.command_subject(self.manager, command_kind(c)), c, c.id)
+                                         for c in cmds])
+
+    async def _delete_copies_of(self, key: NsName, uid: str) -> None:
+        """A deleted manager workload's copies, wherever reachable (the rest is gc's, after a reconnect)."""
+        ns, name = key
+        for c, rc in list(self.remotes.items()):
+            copy = rc.workloads.get(key) if rc.available else None
+            if copy is not None and copy.metadata.annotations.get(k.MULTIKUEUE_ORIGIN_UID_ANNOTATION, uid) == uid:
+                await self._delete_remote(c, ns, name)
+                self.log.info("dispatch", workload=f"{ns}/{name}", why="deleted on the manager", delete=[c])
+
+    # --- remote writes ---
+
+    async def _create(self, cluster: str, kind: str, ns: str, body: bytes) -> None:
+        rc = self.remotes.get(cluster)
+        if rc is None or rc.client is None or not rc.available:
+            return
+        try:
+            raw = await rc.client.create(kind, ns, body)
+        except AlreadyExists:
+            return
+        rc.remember(kind, raw)
+
+    async def _renew(self, cluster: str, ns: str, name: str, until: float) -> None:
+        rc = self.remotes.get(cluster)
+        if rc is None or rc.client is None or not rc.available:
+            return
+        try:
+            raw = await rc.client.patch("workload", ns, name, {"metadata": {"annotations": {LEASE_ANNOTATION: _stamp(until)}}},
+                                        patch_type="merge")
+        except NotFound:
+            return
+        rc.remember("workload", raw)
+
+    async def _delete_remote(self, cluster: str, ns: str, name: str) -> None:
+        rc = self.remotes.get(cluster)
+        if rc is None or rc.client is None or not rc.available:
+            return
+        job = rc.job_for(ns, name)
+        try:
+            if job is not None:
+                await rc.client.delete("job", ns, job.metadata.name, propagation="Background")
+        except NotFound:
+            pass
+        try:
+            await rc.client.delete("workload", ns, name, propagation="Background")
+        except NotFound:
+            pass
+        except KubeError:
+            raise

@@ -1,0 +1,1 @@
+"""gc's pure core: which remote objects are orphans, which manager Workloads retention removes."""

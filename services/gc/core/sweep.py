@@ -1,0 +1,82 @@
+"""What one gc pass removes (pure).
+
+Orphans (Kueue's multikueue gc, multikueuecluster.go runGC): a Workload on a worker carrying our
+origin label whose manager Workload no longer exists (or is another incarnation, by the origin
+uid annotation), and a Job there whose prebuilt Workload is such an orphan or missing. To never
+race the dispatcher's creations against a mirror that lags by a moment, an object is removed only
+when two passes in a row found it orphaned.
+
+Retention (Kueue's objectRetentionPolicies.workloads): a finished Workload is deleted afterFinished
+after it finished; one Kueue deactivated, afterDeactivatedByKueue after its eviction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from kq.api import constants as k
+from kq.api.core import Job
+from kq.api.kueue import Workload
+from kq.api.meta import find_condition, parse_time
+
+NsName = tuple[str, str]
+DEACTIVATED_BY_KUEUE_PREFIX = f"{k.REASON_DEACTIVATED}DueTo"
+# Deactivations Kueue itself decides (a user's spec.active=false evicts with plain "Deactivated").
+KUEUE_DEACTIVATION_CAUSES = (k.EVICTED_BY_ADMISSION_CHECK, k.REASON_REQUEUING_LIMIT_EXCEEDED,
+                             k.REASON_MAXIMUM_EXECUTION_TIME_EXCEEDED)
+
+
+def deactivated_by_kueue(reason: str) -> bool:
+    return reason.startswith(DEACTIVATED_BY_KUEUE_PREFIX) or reason in KUEUE_DEACTIVATION_CAUSES
+
+
+class Orphans(msgspec.Struct, frozen=True, kw_only=True):
+    workloads: tuple[NsName, ...] = ()
+    jobs: tuple[NsName, ...] = ()
+
+
+def orphans(remote_workloads: list[Workload], remote_jobs: list[Job], manager: dict[NsName, str]) -> Orphans:
+    """manager: (namespace, name) -> uid of every Workload on the manager."""
+    gone: set[NsName] = set()
+    for wl in remote_workloads:
+        key = (wl.metadata.namespace, wl.metadata.name)
+        uid = manager.get(key)
+        origin_uid = wl.metadata.annotations.get(k.MULTIKUEUE_ORIGIN_UID_ANNOTATION)
+        if uid is None or (origin_uid is not None and origin_uid != uid):
+            gone.add(key)
+    jobs = []
+    for job in remote_jobs:
+        wl_name = job.metadata.labels.get(k.PREBUILT_WORKLOAD_LABEL, job.metadata.name)
+        key = (job.metadata.namespace, wl_name)
+        if key in gone or key not in manager:
+            jobs.append((job.metadata.namespace, job.metadata.name))
+    return Orphans(workloads=tuple(sorted(gone)), jobs=tuple(sorted(jobs)))
+
+
+def confirmed(now: Orphans, before: Orphans | None) -> Orphans:
+    """Only what the previous pass found orphaned too."""
+    if before is None:
+        return Orphans()
+    return Orphans(workloads=tuple(w for w in now.workloads if w in before.workloads),
+                   jobs=tuple(j for j in now.jobs if j in before.jobs))
+
+
+def expired(workloads: list[Workload], after_finished_s: float | None, after_deactivated_s: float | None,
+            now: datetime) -> list[tuple[Workload, str]]:
+    out = []
+    for wl in workloads:
+        if wl.metadata.deletion_timestamp is not None:
+            continue
+        fin = find_condition(wl.status.conditions, k.WORKLOAD_FINISHED)
+        if after_finished_s is not None and fin is not None and fin.status == "True" and fin.last_transition_time:
+            if (now - parse_time(fin.last_transition_time)).total_seconds() >= after_finished_s:
+                out.append((wl, "AfterFinished"))
+            continue
+        ev = find_condition(wl.status.conditions, k.WORKLOAD_EVICTED)
+        if (after_deactivated_s is not None and wl.spec.active is False and ev is not None and ev.status == "True"
+                and deactivated_by_kueue(ev.reason) and ev.last_transition_time):
+            if (now - parse_time(ev.last_transition_time)).total_seconds() >= after_deactivated_s:
+                out.append((wl, "AfterDeactivatedByKueue"))
+    return out

@@ -1,0 +1,172 @@
+"""gc: every gcInterval, remove MultiKueue orphans from the workers and apply the manager's
+Workload retention policies.
+
+Reads the manager's Workloads and MultiKueueClusters from the bus mirror; talks to each worker
+with its own client (kubeconfig from the worker's Secret, read from the manager's API server, or
+a file: kq.remote_clusters), listing only objects with our origin label. A worker that cannot be
+reached is skipped and swept on a later pass, after it is back. Deleting a manager Workload for
+retention is a command to the watcher, like every manager write. Safe to run more than once:
+every deletion is idempotent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+from datetime import datetime, timezone
+
+import msgspec
+
+from kq import subjects
+from kq.api import constants as k
+from kq.api.kueue import MultiKueueCluster
+from kq.api.registry import decode_object
+from kq.config import Config, ConfigError, duration_seconds
+from kq.kube import KubeClient, KubeError, NotFound
+from kq.kubeconfigs import KubeconfigError
+from kq.messages import DeleteWorkload, command_kind
+from kq.mirror import MirrorView
+from kq.obs import get_logger
+from kq.remote_clusters import KubeconfigSource
+from kq.runtime import Bus, Delivery, OutMsg
+from services.gc.core.sweep import Orphans, confirmed, expired, orphans
+
+SERVICE = "gc"
+WRITER = "gc"
+KQ_NAMESPACE = "kq-system"
+
+
+class GcSettings(msgspec.Struct, frozen=True, kw_only=True):
+    kq_namespace: str = KQ_NAMESPACE
+    replay_timeout_s: float = 120.0
+
+
+class Sweeper:
+    def __init__(self, bus: Bus, manager: str, loader: KubeconfigSource, origin: str,
+                 after_finished_s: float | None, after_deactivated_s: float | None) -> None:
+        self.bus = bus
+        self.manager = manager
+        self.loader = loader
+        self.origin = origin
+        self.after_finished_s = after_finished_s
+        self.after_deactivated_s = after_deactivated_s
+        self.view = MirrorView()
+        self.before: dict[str, Orphans] = {}
+        self.clients: dict[str, tuple[object, KubeClient]] = {}
+        self.log = get_logger("kq.gc", cluster=manager)
+
+    async def close(self) -> None:
+        for _, client in self.clients.values():
+            await client.close()
+
+    async def sweep(self) -> None:
+        manager = {(r.namespace, r.name): r.uid for r in self.view.items(self.manager, "workload")}
+        for mkc in self.view.typed_items(self.manager, "multikueuecluster"):
+            await self._sweep_cluster(mkc, manager)
+        await self._retention()
+
+    async def _client(self, mkc: MultiKueueCluster) -> KubeClient:
+        src = mkc.spec.cluster_source.kube_config
+        held = self.clients.get(mkc.metadata.name)
+        if held is not None and held[0] == src:
+            return held[1]
+        if held is not None:
+            await held[1].close()
+            del self.clients[mkc.metadata.name]
+        client = await self.loader.connect(src, self.origin)
+        self.clients[mkc.metadata.name] = (src, client)
+        return client
+
+    async def _sweep_cluster(self, mkc: MultiKueueCluster, manager: dict[tuple[str, str], str]) -> None:
+        name = mkc.metadata.name
+        selector = f"{k.MULTIKUEUE_ORIGIN_LABEL}={self.origin}"
+        try:
+            client = await self._client(mkc)
+            wl_raws, _ = await client.list("workload", label_selector=selector)
+            job_raws, _ = await client.list("job", label_selector=selector)
+        except (KubeconfigError, ValueError, KubeError) as e:
+            self.before.pop(name, None)  # start counting again once it is back
+            self.log.info("worker skipped this pass", worker=name, why=type(e).__name__)
+            return
+        found = orphans([decode_object("workload", r) for r in wl_raws], [decode_object("job", r) for r in job_raws],
+                        manager)
+        doomed = confirmed(found, self.before.get(name))
+        self.before[name] = found
+        try:
+            for ns, job in doomed.jobs:
+                await _delete(client, "job", ns, job)
+            for ns, wl in doomed.workloads:
+                await _delete(client, "workload", ns, wl)
+        except KubeError as e:
+            self.log.info("worker sweep interrupted", worker=name, why=type(e).__name__)
+            return
+        if doomed.jobs or doomed.workloads:
+            self.log.info("orphans removed", worker=name, workloads=[f"{a}/{b}" for a, b in doomed.workloads],
+                          jobs=[f"{a}/{b}" for a, b in doomed.jobs])
+
+    async def _retention(self) -> None:
+        if self.after_finished_s is None and self.after_deactivated_s is None:
+            return
+        wls = self.view.typed_items(self.manager, "workload")
+        cmds = []
+        for wl, reason in expired(wls, self.after_finished_s, self.after_deactivated_s, datetime.now(timezone.utc)):
+            md = wl.metadata
+            cmds.append(DeleteWorkload(id=f"gc-retention:{md.uid}", cluster=self.manager, writer=WRITER,
+                                       namespace=md.namespace, name=md.name, uid=md.uid, reason=reason))
+        if cmds:
+            await self.bus.publish_many([OutMsg(subjects.command_subject(self.manager, command_kind(c)), c, c.id)
+                                         for c in cmds])
+
+
+async def _delete(client: KubeClient, kind: str, ns: str, name: str) -> None:
+    try:
+        await client.delete(kind, ns, name, propagation="Background")
+    except NotFound:
+        pass
+
+
+def _seconds(text: str | None, field: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        return duration_seconds(text)
+    except ConfigError as e:
+        raise ConfigError(f"kueue.{field}: {e}") from None
+
+
+async def main(bus: Bus, config: Config, settings: GcSettings | None = None) -> None:
+    settings = settings or GcSettings()
+    log = get_logger("kq.gc", instance=config.instance)
+    mk = config.kueue.multi_kueue
+    interval = _seconds(mk.gc_interval if mk else "1m", "multiKueue.gcInterval") or 60.0
+    origin = mk.origin if mk else "multikueue"
+    wr = config.kueue.object_retention_policies.workloads if config.kueue.object_retention_policies else None
+    after_finished = _seconds(wr.after_finished if wr else None, "objectRetentionPolicies.workloads.afterFinished")
+    after_deactivated = _seconds(wr.after_deactivated_by_kueue if wr else None,
+                                 "objectRetentionPolicies.workloads.afterDeactivatedByKueue")
+    managers = [c for c in config.clusters if c.role == "manager"]
+    if not managers:
+        log.info("no manager cluster configured; nothing to collect")
+        bus.mark_ready()
+        await asyncio.Event().wait()
+    manager = managers[0]
+    async with AsyncExitStack() as stack:
+        client = await KubeClient.from_kubeconfig(manager.kubeconfig)
+        stack.push_async_callback(client.close)
+        sweeper = Sweeper(bus, manager.name, KubeconfigSource(client, settings.kq_namespace), origin,
+                          after_finished, after_deactivated)
+        stack.push_async_callback(sweeper.close)
+        filters = [subjects.object_filter(manager.name, kind) for kind in ("workload", "multikueuecluster")]
+
+        async def follow(d: Delivery) -> None:
+            sweeper.view.apply_delivery(d)
+
+        replay = bus.replay(subjects.OBJECTS_STREAM, filters, follow, deliver="last_per_subject")
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(replay.run(), name="gc:mirror")
+            await replay.wait_caught_up(timeout=settings.replay_timeout_s)
+            bus.mark_ready()
+            log.info("collecting", interval_s=interval, origin=origin)
+            while True:
+                await sweeper.sweep()
+                await asyncio.sleep(interval)

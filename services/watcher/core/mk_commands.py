@@ -1,0 +1,130 @@
+"""Planning of the MultiKueue dispatcher's commands on the manager cluster (pure).
+
+Kept apart from core.commands so the MultiKueue writes read as one piece: the admission
+check state of a workload (with status.clusterName, immutable once set), its nominated
+clusters, finishing it as its worker copy finished, the manager Job's status copied from
+the worker, and the Active condition of AdmissionChecks and MultiKueueClusters.
+Semantics follow Kueue's multikueue workload reconciler (workload.go).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+from msgspec.structs import replace
+
+from kq.api.core import Job
+from kq.api.kueue import AdmissionCheck, AdmissionCheckState, MultiKueueCluster, Workload
+from kq.messages import DeleteWorkload, FinishWorkload, SetActiveCondition, SetAdmissionCheckState, SetNominatedClusters, SyncJobStatus
+from services.watcher.core import workload_status as ws
+from services.watcher.core.writes import Delete, Refusal, Skip, Write, patch_write
+
+Plan = Union[Write, Delete, Skip, Refusal]
+MkCommand = Union[SetAdmissionCheckState, SetNominatedClusters, FinishWorkload, DeleteWorkload, SyncJobStatus,
+                  SetActiveCondition]
+MK_COMMANDS = (SetAdmissionCheckState, SetNominatedClusters, FinishWorkload, DeleteWorkload, SyncJobStatus,
+               SetActiveCondition)
+
+NOT_FOUND = "NotFound"
+UID_MISMATCH = "UidMismatch"
+WRONG_KIND = "WrongKind"
+FINISHED = "Finished"
+NO_SUCH_CHECK = "NoSuchAdmissionCheck"
+CLUSTER_NAME_IMMUTABLE = "ClusterNameImmutable"
+NOT_RESERVED = "NoQuotaReservation"
+
+
+def mk_target(cmd: MkCommand) -> tuple[str, str, str]:
+    match cmd:
+        case SetAdmissionCheckState() | SetNominatedClusters() | FinishWorkload() | DeleteWorkload():
+            return "workload", cmd.namespace, cmd.name
+        case SyncJobStatus():
+            return "job", cmd.namespace, cmd.name
+        case SetActiveCondition():
+            return cmd.kind, "", cmd.name
+    raise TypeError(f"not a MultiKueue command: {type(cmd).__name__}")
+
+
+def plan_mk(cmd: MkCommand, current: Any, now: str) -> Plan:
+    if isinstance(cmd, DeleteWorkload):
+        return _delete(cmd, current)
+    if current is None:
+        kind, ns, name = mk_target(cmd)
+        return Refusal(reason=NOT_FOUND, message=f"{kind} {ns}/{name} not found")
+    match cmd:
+        case SyncJobStatus():
+            if not isinstance(current, Job):
+                return Refusal(reason=WRONG_KIND, message=f"expected a Job, got {type(current).__name__}")
+            if current.metadata.uid != cmd.uid:
+                return Refusal(reason=UID_MISMATCH, message=f"command for uid {cmd.uid}, job has {current.metadata.uid}")
+            new = replace(current, status=cmd.status)
+            return patch_write("job", current, new, status=True, why="status from the worker") or Skip(reason="Unchanged")
+        case SetActiveCondition():
+            if not isinstance(current, (AdmissionCheck, MultiKueueCluster)):
+                return Refusal(reason=WRONG_KIND, message=f"got {type(current).__name__}")
+            conds = ws.set_condition(current.status.conditions, cmd.condition, now)
+            new = replace(current, status=replace(current.status, conditions=conds))
+            return patch_write(cmd.kind, current, new, status=True, why="active condition") or Skip(reason="Unchanged")
+    if not isinstance(current, Workload):
+        return Refusal(reason=WRONG_KIND, message=f"expected a Workload, got {type(current).__name__}")
+    if current.metadata.uid != cmd.uid:
+        return Refusal(reason=UID_MISMATCH, message=f"command for uid {cmd.uid}, workload has {current.metadata.uid}")
+    if ws.is_finished(current):
+        return Refusal(reason=FINISHED, message="workload is finished")
+    match cmd:
+        case SetAdmissionCheckState():
+            return _check_state(cmd, current, now)
+        case SetNominatedClusters():
+            if current.status.cluster_name:
+                return Refusal(reason=CLUSTER_NAME_IMMUTABLE, message=f"already running on {current.status.cluster_name}")
+            if not ws.has_quota_reservation(current):
+                return Refusal(reason=NOT_RESERVED, message="workload holds no quota")
+            new = replace(current, status=replace(current.status, nominated_cluster_names=cmd.clusters))
+            return patch_write("workload", current, new, status=True, why="nominated clusters") or Skip(reason="Unchanged")
+        case FinishWorkload():
+            new = ws.finish(current, cmd.reason, cmd.message, now)
+            return patch_write("workload", current, new, status=True, why=f"finished on worker: {cmd.reason}") or Skip(
+                reason="AlreadyFinished"
+            )
+    raise TypeError(f"unknown command type {type(cmd).__name__}")
+
+
+def _check_state(cmd: SetAdmissionCheckState, wl: Workload, now: str) -> Plan:
+    checks = wl.status.admission_checks
+    idx = next((i for i, c in enumerate(checks) if c.name == cmd.check), None)
+    if idx is None:
+        return Refusal(reason=NO_SUCH_CHECK, message=f"workload has no admission check {cmd.check}")
+    if not ws.has_quota_reservation(wl) or ws.is_evicted(wl):
+        return Refusal(reason=NOT_RESERVED, message="workload holds no quota (or is being evicted)")
+    status = wl.status
+    fields: dict[str, Any] = {}
+    if cmd.cluster_name is not None:
+        if status.cluster_name and status.cluster_name != cmd.cluster_name:
+            return Refusal(reason=CLUSTER_NAME_IMMUTABLE,
+                           message=f"clusterName is {status.cluster_name}, not {cmd.cluster_name}")
+        fields = {"cluster_name": cmd.cluster_name, "nominated_cluster_names": ()}
+    cur = checks[idx]
+    ltt = cur.last_transition_time if cur.state == cmd.state and cur.last_transition_time else now
+    entry = AdmissionCheckState(name=cmd.check, state=cmd.state, message=ws._truncate(cmd.message),
+                                last_transition_time=ltt, pod_set_updates=cur.pod_set_updates)
+    new_checks = checks[:idx] + (entry,) + checks[idx + 1:]
+    new = replace(wl, status=replace(status, admission_checks=new_checks, **fields))
+    return patch_write("workload", wl, new, status=True, why=f"admission check {cmd.check}: {cmd.state}") or Skip(
+        reason="Unchanged"
+    )
+
+
+def _delete(cmd: DeleteWorkload, wl: Any) -> Plan:
+    """Retention: only a finished or deactivated Workload, only this incarnation; gone is done."""
+    if wl is None:
+        return Skip(reason="Deleted")
+    if not isinstance(wl, Workload):
+        return Refusal(reason=WRONG_KIND, message=f"expected a Workload, got {type(wl).__name__}")
+    if wl.metadata.uid != cmd.uid:
+        return Skip(reason="Deleted")  # a namesake: ours is gone
+    if wl.metadata.deletion_timestamp is not None:
+        return Skip(reason="Deleting")
+    if not ws.is_finished(wl) and wl.spec.is_active:
+        return Refusal(reason="NotFinished", message="workload is neither finished nor deactivated")
+    return Delete(kind="workload", namespace=wl.metadata.namespace, name=wl.metadata.name, uid=wl.metadata.uid,
+                  resource_version=wl.metadata.resource_version, why=f"retention: {cmd.reason}")

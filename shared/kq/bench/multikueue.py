@@ -1,0 +1,201 @@
+"""`kq bench CONFIG --workers N`: the workload mix as batch/v1 Jobs, through one cluster and then
+through a MultiKueue manager with N worker clusters, on the same machine.
+
+Each workload of the plan becomes a Job (the queue label, its cpu request, its runtime as the pod
+annotation kubesim honours), created on the plan's schedule. The single-cluster pass runs them
+on the manager alone; the MultiKueue pass gives the manager the plan's queues with a MultiKueue
+admission check and every worker the same queues (the manager's quota is the gate, as in Kueue),
+and the Jobs carry spec.managedBy kueue.x-k8s.io/multikueue. Wall time runs from the first
+creation until every manager Workload is finished. Throughout the MultiKueue pass a JobLedger
+watches every worker's Jobs: a Job running in two workers at the same time fails the run; Jobs
+created again after the manager evicted them (the mix preempts) are counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from kq.api.constants import MULTIKUEUE_MANAGED_BY, QUEUE_NAME_LABEL
+from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects
+from kq.bench.job_ledger import JobLedger
+from kq.bench.live import _create, _workdir
+from kq.kube import KubeClient
+from kq.stack import Stack
+
+Say = Callable[[str], None]
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+
+
+class _Cond(msgspec.Struct, frozen=True):
+    type: str
+    status: str
+    reason: str = ""
+
+
+class _St(msgspec.Struct, frozen=True):
+    conditions: tuple[_Cond, ...] = ()
+
+
+class _Wl(msgspec.Struct, frozen=True):
+    status: _St = _St()
+
+
+class PassResult(msgspec.Struct, frozen=True, kw_only=True):
+    label: str
+    jobs: int
+    finished: int
+    failed: int
+    wall_s: float
+    timed_out: bool
+
+    @property
+    def throughput(self) -> float:
+        return self.finished / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def job_body(w: WorkloadPlan, multikueue: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "suspend": True, "parallelism": w.pod_count, "completions": w.pod_count,
+        "template": {"metadata": {"annotations": {"kq.dev/runtime": f"{w.runtime_ms}ms"}},
+                     "spec": {"restartPolicy": "Never", "containers": [
+                         {"name": "main", "image": "registry.k8s.io/pause:3.9",
+                          "resources": {"requests": {"cpu": f"{w.request_milli}m"}}}]}},
+    }
+    if multikueue:
+        spec["managedBy"] = MULTIKUEUE_MANAGED_BY
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "namespace": w.namespace, "name": w.name, "labels": {QUEUE_NAME_LABEL: w.cluster_queue}}, "spec": spec}
+
+
+def _mk_objects(workers: list[str]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [
+        {"apiVersion": KUEUE_API, "kind": "MultiKueueCluster", "metadata": {"name": w},
+         "spec": {"clusterSource": {"kubeConfig": {"locationType": "Secret", "location": f"{w}-kubeconfig"}}}}
+        for w in workers]
+    out.append({"apiVersion": KUEUE_API, "kind": "MultiKueueConfig", "metadata": {"name": "bench"},
+                "spec": {"clusters": workers}})
+    out.append({"apiVersion": KUEUE_API, "kind": "AdmissionCheck", "metadata": {"name": "bench-mk"}, "spec": {
+        "controllerName": "kueue.x-k8s.io/multikueue",
+        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "bench"}}})
+    return out
+
+
+async def _setup(client: KubeClient, plan: BenchPlan, with_check: bool) -> None:
+    for obj in setup_objects(plan):
+        if with_check and getattr(obj, "kind") == "ClusterQueue":
+            body = msgspec.to_builtins(obj)
+            body["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "bench-mk"}]}
+            await client.create("ClusterQueue", None, body)
+        else:
+            await _create(client, obj)
+
+
+async def _drive(manager: KubeClient, plan: BenchPlan, multikueue: bool, timeout_s: float, label: str,
+                 say: Say) -> PassResult:
+    total = len(plan.workloads)
+    sem = asyncio.Semaphore(64)
+    t0 = time.monotonic()
+
+    async def one(w: WorkloadPlan) -> None:
+        delay = t0 + w.at_ms / 1000 - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        async with sem:
+            await manager.create("Job", w.namespace, job_body(w, multikueue))
+
+    creator = asyncio.gather(*(one(w) for w in plan.workloads))
+    finished = failed = 0
+    last_say = 0.0
+    try:
+        while True:
+            raws, _ = await manager.list("workload")
+            conds = [next((c for c in msgspec.json.decode(r, type=_Wl).status.conditions
+                           if c.type == "Finished" and c.status == "True"), None) for r in raws]
+            finished = sum(c is not None for c in conds)
+            failed = sum(c is not None and c.reason != "Succeeded" for c in conds)
+            now = time.monotonic() - t0
+            if finished >= total:
+                break
+            if now > timeout_s:
+                return PassResult(label=label, jobs=total, finished=finished, failed=failed, wall_s=now, timed_out=True)
+            if now - last_say >= 5:
+                say(f"  {label}: {now:5.1f}s  {finished}/{total} finished")
+                last_say = now
+            await asyncio.sleep(0.25)
+        await creator
+    finally:
+        if not creator.done():
+            creator.cancel()
+            await asyncio.gather(creator, return_exceptions=True)
+    return PassResult(label=label, jobs=total, finished=finished, failed=failed, wall_s=time.monotonic() - t0,
+                      timed_out=False)
+
+
+async def single_pass(plan: BenchPlan, workdir: Path, timeout_s: float, say: Say) -> PassResult:
+    async with Stack(workdir / "single", clusters=(("manager", "manager"),), log_level="warning",
+                     progress=lambda _l: None) as stack:
+        client = await KubeClient.from_kubeconfig(stack.kubeconfig("manager"))
+        try:
+            await _setup(client, plan, with_check=False)
+            return await _drive(client, plan, False, timeout_s, "single cluster", say)
+        finally:
+            await client.close()
+
+
+async def multikueue_pass(plan: BenchPlan, workers: int, workdir: Path, timeout_s: float, dispatcher: str,
+                          say: Say) -> tuple[PassResult, JobLedger]:
+    names = [f"worker-{i + 1}" for i in range(workers)]
+    clusters = (("manager", "manager"), *((n, "worker") for n in names))
+    config = {"multiKueue": {"gcInterval": "30s", "origin": "bench", "workerLostTimeout": "5m",
+                             "dispatcherName": dispatcher}}
+    async with Stack(workdir / "mk", clusters=clusters, kueue_config=config, log_level="warning",
+                     progress=lambda _l: None, timeout_s=180) as stack:
+        clients = {c: await KubeClient.from_kubeconfig(stack.kubeconfig(c)) for c, _ in clusters}
+        try:
+            await _setup(clients["manager"], plan, with_check=True)
+            for obj in _mk_objects(names):
+                await clients["manager"].create(obj["kind"], None, obj)
+            await asyncio.gather(*(_setup(clients[n], plan, with_check=False) for n in names))
+            async with JobLedger({n: clients[n] for n in names}) as ledger:
+                result = await _drive(clients["manager"], plan, True, timeout_s,
+                                      f"multikueue ({workers} workers)", say)
+            return result, ledger
+        finally:
+            for c in clients.values():
+                await c.close()
+
+
+def render(single: PassResult, mk: PassResult, ledger: JobLedger, workers: int, dispatcher: str) -> str:
+    def line(r: PassResult) -> str:
+        state = "TIMED OUT, " if r.timed_out else ""
+        return (f"{r.label:<28} {state}{r.finished}/{r.jobs} jobs finished ({r.failed} failed) in {r.wall_s:6.1f} s"
+                f"  = {r.throughput:6.2f} jobs/s")
+
+    ratio = mk.throughput / single.throughput if single.throughput else 0.0
+    twice = ledger.ran_more_than_once()
+    lines = [
+        line(single), line(mk),
+        f"throughput through MultiKueue: {ratio * 100:.0f} % of single-cluster (goal >= 50 %); dispatcher {dispatcher}",
+        f"job in two workers: {'never' if not ledger.overlaps else f'SEEN {len(ledger.overlaps)} times, e.g. {ledger.overlaps[:3]}'}"
+        f" (checked by watching the Jobs of all {workers} workers)",
+        f"jobs created on a worker: {len(ledger.created)} of {mk.jobs}; created again after the manager evicted "
+        f"them (preemption, as in a single cluster): {len(twice)}",
+    ]
+    return "\n".join(lines)
+
+
+async def run_multikueue_bench(plan: BenchPlan, workers: int, *, workdir: Path | None, timeout_s: float,
+                               dispatcher: str, say: Say) -> tuple[str, bool]:
+    with _workdir(workdir) as wd:
+        say(f"single-cluster pass: {len(plan.workloads)} jobs")
+        single = await single_pass(plan, wd, timeout_s, say)
+        say(f"multikueue pass: manager + {workers} workers")
+        mk, ledger = await multikueue_pass(plan, workers, wd, timeout_s, dispatcher, say)
+    ok = not single.timed_out and not mk.timed_out and not ledger.overlaps and mk.finished == mk.jobs
+    return render(single, mk, ledger, workers, dispatcher), ok

@@ -1,0 +1,180 @@
+"""core.flow.reconcile: one manager workload against its copies (table-driven, Kueue's rules)."""
+
+from __future__ import annotations
+
+from msgspec.structs import replace
+from unit.multikueue.mk_builders import SETTINGS, cond, copy, inputs, job, local, with_owner
+
+from kq.api import constants as k
+from kq.api.core import JobStatus
+from kq.api.kueue import Workload
+from kq.api.meta import OwnerReference
+from services.dispatcher.core.flow import reconcile
+from services.dispatcher.core.guard import expired_copies
+from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Nominate, SetCheck, SyncJob
+
+
+def test_all_at_once_nominates_every_reachable_worker_and_copies_there() -> None:
+    clusters = (ClusterView(name="w1", available=True), ClusterView(name="w2", available=True),
+                ClusterView(name="w3", available=False))
+    plan = reconcile(inputs(local(), clusters=clusters), SETTINGS)
+    assert plan.manager == (Nominate(clusters=("w1", "w2")),)
+    assert plan.create == ("w1", "w2") and plan.delete == () and plan.create_job is None
+
+
+def test_first_admitted_copy_wins_others_go_job_only_on_winner() -> None:
+    remotes = {"w1": copy(admitted_at="2026-01-01T00:00:05Z"), "w2": copy(admitted_at="2026-01-01T00:00:03Z")}
+    plan = reconcile(inputs(local(nominated=("w1", "w2")), remotes=remotes), SETTINGS)
+    assert plan.delete == ("w1",) and plan.create_job == "w2" and plan.create == ()
+    assert plan.manager == (SetCheck(state="Ready", message='The workload was admitted on "w2"', cluster_name="w2"),)
+
+
+def test_a_cluster_already_running_our_job_stays_the_winner() -> None:
+    # A restart between creating the Job and recording clusterName must not start a second Job.
+    remotes = {"w1": copy(admitted_at="2026-01-01T00:00:05Z"), "w2": copy(admitted_at="2026-01-01T00:00:03Z")}
+    plan = reconcile(inputs(local(), remotes=remotes, jobs={"w1": job()}), SETTINGS)
+    assert plan.delete == ("w2",) and plan.create_job is None
+
+
+def test_cluster_name_is_final_even_if_another_copy_was_admitted_earlier() -> None:
+    remotes = {"w1": copy(admitted_at="2026-01-01T00:00:01Z"), "w2": copy(admitted_at="2026-01-01T00:00:09Z")}
+    plan = reconcile(inputs(local(state="Ready", cluster="w2"), remotes=remotes, jobs={"w2": job()}), SETTINGS)
+    assert plan.delete == ("w1",) and plan.create_job is None and plan.manager == ()
+
+
+def test_running_job_status_is_copied_back_once_the_manager_job_runs() -> None:
+    running = JobStatus(active=1, ready=1)
+    inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T)}, jobs={"w1": job(status=running)},
+                 local_job=job(suspend=False))
+    assert reconcile(inp, SETTINGS).manager == (SyncJob(status=running),)
+    suspended = replace(inp, local_job=job(suspend=True))
+    assert reconcile(suspended, SETTINGS).manager == ()  # deferred while the manager Job is suspended
+
+
+T = "2026-01-01T00:00:02Z"
+
+
+def test_finished_copy_finishes_the_manager_workload_with_its_reason() -> None:
+    failed = cond(k.WORKLOAD_FINISHED, reason="Failed", message="Job failed")
+    done = JobStatus(failed=1, conditions=())
+    inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T, finished=failed)},
+                 jobs={"w1": job(status=done)})
+    plan = reconcile(inp, SETTINGS)
+    assert plan.manager == (SyncJob(status=done), Finish(reason="Failed", message="Job failed"))
+
+
+def test_finished_or_evicted_manager_workload_removes_every_copy() -> None:
+    remotes = {"w1": copy(admitted_at=T), "w2": copy(pending="no quota")}
+    for wl in (local(conds=(cond(k.WORKLOAD_FINISHED, reason="Succeeded"),)),
+               local(conds=(cond(k.WORKLOAD_EVICTED, reason="Preempted"),)),
+               local(reserved=False)):
+        plan = reconcile(inputs(wl, remotes=remotes), SETTINGS)
+        assert plan.delete == ("w1", "w2") and plan.create == () and plan.create_job is None
+
+
+def test_evicted_manager_job_loses_its_synced_active_pods() -> None:
+    wl = local(conds=(cond(k.WORKLOAD_EVICTED, reason="Preempted"),))
+    plan = reconcile(inputs(wl, local_job=job(suspend=True, status=JobStatus(active=1, ready=1))), SETTINGS)
+    assert plan.manager == (SyncJob(status=JobStatus(active=0, ready=0, terminating=0)),)
+
+
+def test_lost_winner_is_waited_for_then_retried() -> None:
+    lost = (ClusterView(name="w1", available=False, lost_since=95.0), ClusterView(name="w2", available=True))
+    wl = local(state="Ready", cluster="w1")
+    waiting = reconcile(inputs(wl, clusters=lost, now=100.0), SETTINGS)
+    assert waiting.manager == () and waiting.wake_in == 5.0
+    past = reconcile(inputs(wl, clusters=lost, now=105.5), SETTINGS)
+    assert past.manager == (SetCheck(state="Retry", message="Admitting remote lost"),)
+
+
+def test_reachable_winner_without_its_copy_is_retried_at_once() -> None:
+    plan = reconcile(inputs(local(state="Ready", cluster="w1")), SETTINGS)
+    assert plan.manager == (SetCheck(state="Retry", message="Admitting remote no longer exists"),)
+
+
+def test_evicted_on_the_worker_resets_for_readmission() -> None:
+    inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T, evicted=True)})
+    assert reconcile(inp, SETTINGS).manager[0].state == "Retry"
+
+
+def test_copy_of_an_older_incarnation_is_removed() -> None:
+    plan = reconcile(inputs(local(nominated=("w1", "w2")), remotes={"w1": copy(origin_uid="old")}), SETTINGS)
+    assert "w1" in plan.delete and "w1" in plan.create
+
+
+def test_incremental_rounds() -> None:
+    s = replace(SETTINGS, mode="Incremental", step_size=1, round_timeout_s=5.0)
+    first = reconcile(inputs(local()), s)
+    assert first.manager == (Nominate(clusters=("w1",)),) and first.create == ("w1",) and first.round_started == 100.0
+    # Our nomination not visible yet: kept, not shrunk; the round is not over.
+    mid = reconcile(inputs(local(), round_started=100.0, round_nominated=("w1",), now=102.0), s)
+    assert mid.delete == () and mid.manager == () and mid.wake_in == 3.0
+    later = reconcile(inputs(local(nominated=("w1",)), round_started=100.0, round_nominated=("w1",), now=105.0,
+                             remotes={"w1": copy(pending="no quota")}), s)
+    assert Nominate(clusters=("w1", "w2")) in later.manager and later.create == ("w2",)
+
+
+def test_external_waits_for_a_nomination_and_follows_it() -> None:
+    s = replace(SETTINGS, mode="External")
+    idle = reconcile(inputs(local()), s)
+    assert idle.awaiting_nomination and idle.create == () and idle.manager == ()
+    nominated = reconcile(inputs(local(nominated=("w2",)), remotes={"w1": copy()}), s)
+    assert nominated.create == ("w2",) and nominated.delete == ("w1",)
+
+
+def test_workers_pending_reason_shows_on_the_manager() -> None:
+    plan = reconcile(inputs(local(nominated=("w1", "w2")), remotes={"w1": copy(pending="LocalQueue lq doesn't exist")}),
+                     SETTINGS)
+    assert plan.create == ("w2",)
+    assert SetCheck(state="Pending", message="w1: LocalQueue lq doesn't exist") in plan.manager
+
+
+def test_no_adapter_or_unmanaged_job_is_rejected() -> None:
+    assert reconcile(with_owner(inputs(local()), None), SETTINGS).manager[0].state == "Rejected"
+    assert "JobSet" in reconcile(with_owner(inputs(local()), ("jobset.x-k8s.io/v1alpha2", "JobSet")),
+                                 SETTINGS).manager[0].message
+    unmanaged = reconcile(inputs(local(), local_job=job(managed=False)), SETTINGS)
+    assert unmanaged.manager[0].state == "Rejected" and "managedBy" in unmanaged.manager[0].message
+
+
+def test_rejected_check_does_nothing() -> None:
+    plan = reconcile(inputs(local(state="Rejected"), remotes={"w1": copy()}), SETTINGS)
+    assert plan.create == () and plan.delete == () and plan.manager == ()
+
+
+def test_winner_copy_gets_the_managers_lease_renewed_ahead() -> None:
+    inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T)}, jobs={"w1": job()}, now=100.0)
+    assert reconcile(inp, SETTINGS).renew_lease is None  # workerLostTimeout 10s: too short for a lease
+    s = replace(SETTINGS, worker_lost_timeout_s=16.0)  # lease 12 s ahead, renewed every 2 s
+    plan = reconcile(inp, s)
+    assert plan.renew_lease == ("w1", 112.0) and plan.wake_in == 2.0
+    fresh = copy(admitted_at=T)
+    fresh = replace(fresh, metadata=replace(fresh.metadata, annotations={
+        **fresh.metadata.annotations, LEASE_ANNOTATION: "1970-01-01T00:01:51Z"}))  # 111 s
+    assert reconcile(replace(inp, remotes={"w1": fresh}), s).renew_lease is None
+    assert reconcile(replace(inp, remotes={"w1": fresh}, now=101.5), s).renew_lease == ("w1", 113.5)
+
+
+def test_guard_stops_only_reserved_copies_whose_lease_ran_out() -> None:
+    running_job = OwnerReference(api_version="batch/v1", kind="Job", name="j1", uid="rj", controller=True)
+
+    def leased(until: str, **kw) -> Workload:  # type: ignore[no-untyped-def]
+        wl = copy(admitted_at=T, **kw)
+        return replace(wl, metadata=replace(wl.metadata, annotations={LEASE_ANNOTATION: until},
+                                            owner_references=(running_job,)))
+
+    now = 100.0
+    old, fresh = leased("1970-01-01T00:01:39Z"), leased("1970-01-01T00:01:41Z")
+    done = leased("1970-01-01T00:01:39Z", finished=cond(k.WORKLOAD_FINISHED, reason="Succeeded"))
+    stopped = replace(old, spec=replace(old.spec, active=False))
+    unleased = copy(admitted_at=T)
+    no_job = replace(old, metadata=replace(old.metadata, owner_references=()))  # a copy that did not win
+    assert expired_copies([old, fresh, done, stopped, unleased, no_job], now) == [old]
+
+
+def test_finished_before_its_cluster_was_recorded_records_it_then_finishes() -> None:
+    ok = cond(k.WORKLOAD_FINISHED, reason="Succeeded", message="done")
+    inp = inputs(local(state="Pending"), remotes={"w2": copy(admitted_at=T, finished=ok)}, jobs={"w2": job()})
+    plan = reconcile(inp, SETTINGS)
+    assert plan.manager[0] == SetCheck(state="Ready", message='The workload was admitted on "w2"', cluster_name="w2")
+    assert plan.manager[-1] == Finish(reason="Succeeded", message="done")

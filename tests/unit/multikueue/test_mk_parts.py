@@ -1,0 +1,142 @@
+"""The smaller MultiKueue cores: kubeconfigs, conditions, the objects copied to workers, gc's sweep,
+and the watcher's planning of the dispatcher's commands."""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime, timezone
+
+import pytest
+from msgspec.structs import replace
+from unit.multikueue.mk_builders import copy, cond, job, local
+
+from kq.api import constants as k
+from kq.api.core import JobStatus, Secret
+from kq.api.kueue import (
+    AdmissionCheck,
+    AdmissionCheckParametersReference,
+    AdmissionCheckSpec,
+    MultiKueueCluster,
+    MultiKueueClusterStatus,
+    MultiKueueConfig,
+    MultiKueueConfigSpec,
+)
+from kq.api.meta import ObjectMeta
+from kq.kubeconfigs import KubeconfigError, kubeconfig_from_secret, kubeconfig_from_text
+from kq.messages import DeleteWorkload, SetAdmissionCheckState, SetNominatedClusters, SyncJobStatus
+from services.dispatcher.core.clusters import admission_check_condition
+from services.dispatcher.core.copies import remote_job, remote_workload
+from services.gc.core.sweep import Orphans, confirmed, expired, orphans
+from services.watcher.core.mk_commands import plan_mk
+from services.watcher.core.writes import Delete, Refusal, Skip, Write
+
+GOOD = "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'http://x'}}]\ncontexts: [{name: c, context: {cluster: c}}]\ncurrent-context: c\n"
+
+
+def _secret(data: dict[str, str]) -> Secret:
+    return Secret(metadata=ObjectMeta(name="w1-kubeconfig", namespace="kq-system"), data=data)
+
+
+@pytest.mark.parametrize(("secret", "why"), [
+    (None, "not found"),
+    (_secret({}), "has no key"),
+    (_secret({"kubeconfig": "%%%"}), "not base64"),
+    (_secret({"kubeconfig": base64.b64encode(b"just text").decode()}), "not a kubeconfig"),
+    (_secret({"kubeconfig": base64.b64encode(b"a: [").decode()}), "not valid YAML"),
+])
+def test_unusable_kubeconfig_secrets_say_why_without_content(secret: Secret | None, why: str) -> None:
+    with pytest.raises(KubeconfigError) as e:
+        kubeconfig_from_secret(secret, "w1-kubeconfig", "kq-system")
+    assert why in str(e.value) and "just text" not in str(e.value)
+
+
+def test_good_kubeconfig_and_exec_users_refused() -> None:
+    assert kubeconfig_from_secret(_secret({"kubeconfig": base64.b64encode(GOOD.encode()).decode()}), "n", "ns")["clusters"]
+    with pytest.raises(KubeconfigError, match="exec"):
+        kubeconfig_from_text(GOOD + "users: [{name: u, user: {exec: {command: x}}}]\n", "file f")
+
+
+def _mkc(name: str, active: bool | None) -> MultiKueueCluster:
+    conds = () if active is None else (cond(k.ACTIVE, "True" if active else "False"),)
+    return MultiKueueCluster(metadata=ObjectMeta(name=name), status=MultiKueueClusterStatus(conditions=conds))
+
+
+def test_admission_check_active_needs_its_config_and_one_active_cluster() -> None:
+    ac = AdmissionCheck(metadata=ObjectMeta(name="mk"), spec=AdmissionCheckSpec(
+        controller_name=k.MULTIKUEUE_CONTROLLER_NAME,
+        parameters=AdmissionCheckParametersReference(api_group=k.KUEUE_GROUP, kind="MultiKueueConfig", name="cfg")))
+    cfg = {"cfg": MultiKueueConfig(metadata=ObjectMeta(name="cfg"), spec=MultiKueueConfigSpec(clusters=("w1", "w2")))}
+    assert admission_check_condition(ac, {}, {}).reason == "BadConfig"
+    both = admission_check_condition(ac, cfg, {"w1": _mkc("w1", True), "w2": _mkc("w2", True)})
+    assert (both.status, both.reason) == ("True", "Active")
+    some = admission_check_condition(ac, cfg, {"w1": _mkc("w1", True)})
+    assert (some.status, some.reason, some.message) == ("True", "SomeActiveClusters", "Missing clusters: [w2]")
+    none = admission_check_condition(ac, cfg, {"w1": _mkc("w1", False)})
+    assert (none.status, none.reason) == ("False", "NoUsableClusters")
+
+
+def test_copies_carry_origin_and_drop_server_fields() -> None:
+    wl = {"metadata": {"name": "w", "namespace": "ns", "uid": "u1", "resourceVersion": "3",
+                       "labels": {k.JOB_UID_LABEL: "x", "a": "b"}, "ownerReferences": [{}], "finalizers": ["f"]},
+          "spec": {"queueName": "lq"}, "status": {"admission": {}}}
+    out = remote_workload(wl, "mk", "2026-01-01T00:00:00Z")
+    assert out["metadata"]["labels"] == {"a": "b", k.MULTIKUEUE_ORIGIN_LABEL: "mk"}
+    assert out["metadata"]["annotations"][k.MULTIKUEUE_ORIGIN_UID_ANNOTATION] == "u1"
+    assert out["metadata"]["annotations"]["kq.dev/multikueue-lease-until"] == "2026-01-01T00:00:00Z"
+    assert "uid" not in out["metadata"] and "status" not in out and "ownerReferences" not in out["metadata"]
+    j = {"metadata": {"name": "j1", "namespace": "ns", "uid": "ju", "labels": {"controller-uid": "ju"}},
+         "spec": {"managedBy": k.MULTIKUEUE_MANAGED_BY, "suspend": False, "selector": {"matchLabels": {}},
+                  "template": {"metadata": {"labels": {"controller-uid": "ju", "app": "a"}}}}}
+    rj = remote_job(j, "w", "mk")
+    assert "managedBy" not in rj["spec"] and rj["spec"]["suspend"] is True and "selector" not in rj["spec"]
+    assert rj["metadata"]["labels"] == {k.PREBUILT_WORKLOAD_LABEL: "w", k.MULTIKUEUE_ORIGIN_LABEL: "mk"}
+    assert rj["spec"]["template"]["metadata"]["labels"] == {"app": "a"}
+
+
+def test_gc_removes_only_confirmed_orphans_of_missing_or_other_incarnations() -> None:
+    kept, old, gone = copy(), copy(origin_uid="old"), replace(copy(), metadata=replace(copy().metadata, name="gone"))
+    j = replace(job(), metadata=replace(job().metadata, labels={k.PREBUILT_WORKLOAD_LABEL: "gone"}))
+    found = orphans([kept, gone], [j], {("ns", "job-j1-abc"): "wl-uid"})
+    assert found == Orphans(workloads=(("ns", "gone"),), jobs=(("ns", "j1"),))
+    assert orphans([old], [], {("ns", "job-j1-abc"): "wl-uid"}).workloads == (("ns", "job-j1-abc"),)
+    assert confirmed(found, None) == Orphans()  # first sighting: wait one pass
+    assert confirmed(found, found) == found
+
+
+def test_retention_after_finished_and_after_deactivation_by_kueue() -> None:
+    now = datetime(2026, 1, 1, 0, 0, 10, tzinfo=timezone.utc)
+    fin = local(conds=(cond(k.WORKLOAD_FINISHED, reason="Succeeded", at="2026-01-01T00:00:05Z"),))
+    assert [r for _, r in expired([fin], 5.0, None, now)] == ["AfterFinished"]
+    assert expired([fin], 6.0, None, now) == []
+    deact = local(conds=(cond(k.WORKLOAD_EVICTED, reason="DeactivatedDueToAdmissionCheck", at="2026-01-01T00:00:00Z"),))
+    deact = replace(deact, spec=replace(deact.spec, active=False))
+    assert [r for _, r in expired([deact], None, 1.0, now)] == ["AfterDeactivatedByKueue"]
+    user = replace(deact, status=replace(deact.status, conditions=(cond(k.WORKLOAD_EVICTED, reason="Deactivated"),)))
+    assert expired([user], None, 1.0, now) == []
+
+
+_W = {"id": "x", "cluster": "m", "writer": "dispatcher", "namespace": "ns", "name": "job-j1-abc", "uid": "wl-uid"}
+
+
+def test_check_state_sets_cluster_name_once() -> None:
+    wl = local()
+    ready = plan_mk(SetAdmissionCheckState(**_W, check="mk", state="Ready", message="ok", cluster_name="w1"), wl, "T")
+    assert isinstance(ready, Write) and b'"clusterName":"w1"' in ready.patch
+    other = plan_mk(SetAdmissionCheckState(**_W, check="mk", state="Ready", message="ok", cluster_name="w2"),
+                    local(cluster="w1"), "T")
+    assert isinstance(other, Refusal) and other.reason == "ClusterNameImmutable"
+    missing = plan_mk(SetAdmissionCheckState(**_W, check="nope", state="Ready", message=""), wl, "T")
+    assert isinstance(missing, Refusal)
+    assert isinstance(plan_mk(SetNominatedClusters(**_W, clusters=("w1",)), local(cluster="w1"), "T"), Refusal)
+    assert isinstance(plan_mk(SetNominatedClusters(**_W, clusters=("w1",)), wl, "T"), Write)
+
+
+def test_job_status_sync_and_retention_delete() -> None:
+    cmd = SyncJobStatus(id="s", cluster="m", writer="dispatcher", namespace="ns", name="j1", uid="job-uid",
+                        status=JobStatus(active=1))
+    assert isinstance(plan_mk(cmd, job(), "T"), Write)
+    assert isinstance(plan_mk(replace(cmd, status=JobStatus()), job(), "T"), Skip)
+    fin = local(conds=(cond(k.WORKLOAD_FINISHED, reason="Succeeded"),))
+    assert isinstance(plan_mk(DeleteWorkload(**_W, reason="AfterFinished"), fin, "T"), Delete)
+    assert isinstance(plan_mk(DeleteWorkload(**_W, reason="AfterFinished"), local(), "T"), Refusal)
+    assert isinstance(plan_mk(DeleteWorkload(**_W, reason="AfterFinished"), None, "T"), Skip)
