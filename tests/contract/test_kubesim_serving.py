@@ -98,7 +98,8 @@ async def test_a_statefulset_is_one_serving_group_created_in_order(apps: AppsV1A
     labels = sts.spec.template.metadata.labels
     annotations = sts.spec.template.metadata.annotations
     assert labels[QUEUE] == "lq" and labels["kueue.x-k8s.io/pod-group-name"].startswith("statefulset-db-")
-    assert annotations == {"kueue.x-k8s.io/pod-group-total-count": "3", "kueue.x-k8s.io/pod-group-serving": "true"}
+    assert annotations == {"kueue.x-k8s.io/pod-group-total-count": "3", "kueue.x-k8s.io/pod-group-serving": "true",
+                           "kueue.x-k8s.io/pod-group-fast-admission": "true"}
 
     async def first_only() -> list[Any]:
         pods = await _pods(core, "db")
