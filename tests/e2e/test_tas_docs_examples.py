@@ -12,13 +12,13 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from support.wait import eventually
+from test_cli_stack import kq
 
 from kq.api.topology import topology_domains
 from kq.api.workload import Workload
 from kq.kube import KubeClient
 from kq.stack import stop_stack
-from support.wait import eventually
-from test_cli_stack import kq
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -8,6 +8,7 @@ import asyncio
 
 import msgspec
 import pytest
+from support.wait import eventually
 
 from kq import subjects
 from kq.api.topology import topology_domains
@@ -17,7 +18,6 @@ from kq.mirror import SyncMarker, encode_marker, mirror_msg_id, record_headers, 
 from kq.placement import PodSetPlacementRequest, SolveReply, SolveRequest, encoder, reply_decoder
 from kq.runtime import Bus
 from services.tas.service import NEEDED_KINDS, TasSettings, main
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -22,7 +22,6 @@ from .preemption import candidate_order, satisfies_policy
 from .runtime import ClusterQueueRuntime
 from .workloads import PendingInfo, ReservedInfo
 
-
 ANSWER_TTL_S = 10.0  # well within the solver's hold (30 s by default)
 
 

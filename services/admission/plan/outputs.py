@@ -11,7 +11,7 @@ outcome says which command it is about in typed fields (kq.messages.CommandOutco
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
@@ -105,7 +105,7 @@ def format_quantity(milli: int, resource: str) -> str:
 
 
 def rfc3339(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def api_admission(cluster_queue: str, pod_sets: tuple[PodSetAssignment, ...]) -> api.Admission:
@@ -135,7 +135,7 @@ def _active(facts: QueueFacts | None, active: bool, reason: str, message: str, n
         status=status,
         reason=reason,
         message=message,
-        last_transition_time=ltt or format_time(datetime.fromtimestamp(now, timezone.utc)),
+        last_transition_time=ltt or format_time(datetime.fromtimestamp(now, UTC)),
         observed_generation=facts.generation if facts is not None else None,
     )
 

@@ -7,9 +7,9 @@ import msgspec
 from kq.api.kueue import Workload
 from kq.api.registry import decode_object
 from kq.api.topology import topology_domains
+from kq.api.workload import PodSetTopologyRequest
 from kq.mirror import ObjectRecord
 from kq.placement import PlacementHeld, PodSetPlacementRequest, SolveRequest
-from kq.api.workload import PodSetTopologyRequest
 from services.tas.world import World
 
 LEVELS = ["cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname"]
