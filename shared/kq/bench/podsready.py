@@ -111,7 +111,7 @@ async def _wait_ready(nc: nats.NATS, proc: asyncio.subprocess.Process, log: Path
     raise RuntimeError(f"podsready not ready within {timeout}s:\n{log.read_text()[-3000:]}")
 
 
-async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -> dict:  # type: ignore[no-untyped-def]
+async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -> dict:
     async with NatsServer(store_dir=workdir / "nats", log_file=workdir / "nats.log") as server:
         cfg = Config(nats=NatsConfig(url=server.url),
                      clusters=(ClusterConfig(name=CLUSTER, kubeconfig=str(workdir / "none.kubeconfig")),),
@@ -135,7 +135,7 @@ async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -
             ready_late: set[str] = set()  # ready records this process published too close to the deadline
             done = asyncio.Event()
 
-            async def on_cmd(msg) -> None:  # type: ignore[no-untyped-def]
+            async def on_cmd(msg) -> None:
                 cmd = command_decoder.decode(msg.data)
                 if not isinstance(cmd, EvictWorkload):
                     return

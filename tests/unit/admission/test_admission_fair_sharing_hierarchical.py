@@ -197,7 +197,7 @@ def test_hierarchical_fair_preemption(case: Case) -> None:
     assert {p.victim: p.reason for p in r.preemptions} == case.want
 
 
-def _research_world():  # type: ignore[no-untyped-def]
+def _research_world():
     #            root (12 cpu)
     #   best-effort(0.5)    research
     #                 chemistry  physics  llm(2.0)
