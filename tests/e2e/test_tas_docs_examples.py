@@ -12,8 +12,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from e2e.test_cli_stack import kq
 from support.wait import eventually
-from test_cli_stack import kq
 
 from kq.api.topology import topology_domains
 from kq.api.workload import Workload
