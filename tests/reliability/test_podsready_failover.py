@@ -13,6 +13,7 @@ import signal
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import msgspec
@@ -45,7 +46,7 @@ async def stack(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator
 
 
 async def _world(kube: KubeClient, sim_url: str) -> None:
-    docs = [
+    docs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}},
         {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "default"}},
         {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {

@@ -5,6 +5,7 @@ respects the capacity the first one handed out: holds are rebuilt from the log."
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import msgspec
 import pytest
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.timeout(90)
 
 CLUSTER = "manager"
 RACK = "cloud.provider.com/topology-rack"
-OBJECTS = [
+OBJECTS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("topology", "", "dc", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "dc", "uid": "t"},
                             "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": "kubernetes.io/hostname"}]}}),
     ("resourceflavor", "", "tas", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",

@@ -15,7 +15,7 @@ import msgspec
 
 from kq.api import core as api_core
 from kq.api import kueue as api
-from kq.api.meta import LabelSelector, ObjectMeta
+from kq.api.meta import LabelSelector, ObjectMeta, ResourceList
 from kq.bench.config import BenchConfig
 from kq.quantity import canonical_quantity, to_milli
 
@@ -179,7 +179,7 @@ def topology_object(t: TopologyPlan) -> api.Topology:
 def node_objects(t: TopologyPlan) -> list[api_core.Node]:
     """Kueue's generateNodesRecursive: values "<level name>-<i>", node "node-b0-r2-n15", Ready.
     The hostname label is the node's name, so hostname-only topology assignments stay unambiguous."""
-    allocatable = {**t.capacity, "pods": "110"}
+    allocatable: ResourceList = {**t.capacity, "pods": "110"}
     out: list[api_core.Node] = []
 
     def walk(depth: int, values: list[str]) -> None:
