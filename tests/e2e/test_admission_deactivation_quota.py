@@ -35,7 +35,7 @@ def _running_cpu(kubesim: str) -> tuple[int, set[str]]:
     url = f"{kubesim}/clusters/manager/api/v1/namespaces/demo/pods"
     with urllib.request.urlopen(url, timeout=5) as resp:
         pods = json.load(resp)["items"]
-    total, jobs = 0, set()
+    total, jobs = 0, set[str]()
     for pod in pods:
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             continue

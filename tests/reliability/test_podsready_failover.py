@@ -92,6 +92,7 @@ async def _eviction(bus: Bus, wl: Workload) -> WorkloadEvictedEvent:
 
     async def probe() -> WorkloadEvictedEvent:
         msg = await bus.js.get_last_msg(subjects.EVENTS_STREAM, subject)
+        assert msg.data is not None, msg
         ev = decision_decoder.decode(msg.data)
         assert isinstance(ev, WorkloadEvictedEvent) and ev.reason == "PodsReadyTimeout", ev
         return ev

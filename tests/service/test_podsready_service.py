@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import pytest
@@ -55,7 +55,7 @@ def workload(name: str, rv: int, *, admitted: str | None = None, ready: bool = F
 
 async def put(bus: Bus, doc: dict[str, Any], *, delete: bool = False) -> None:
     md = doc["metadata"]
-    op = "delete" if delete else "put"
+    op: Literal["put", "delete"] = "delete" if delete else "put"
     await bus.publish(subjects.object_subject(C, "workload", "ns", md["name"]), msgspec.json.encode(doc),
                       msg_id=mirror_msg_id(C, "workload", "ns", md["name"], md["resourceVersion"], op),
                       headers=record_headers(op, md["resourceVersion"], md["uid"]))

@@ -246,7 +246,10 @@ def plan_outputs(
     # workload in this batch is not sent (its decision event still is).
     last_pending = {q.workload: i for i, result in enumerate(results) for q in result.pending}
     for i, result in enumerate(results):
-        _decisions(b, result, admission_of, errors, lambda key, i=i: last_pending[key] != i)
+        def superseded(key: str, i: int = i) -> bool:
+            return last_pending[key] != i
+
+        _decisions(b, result, admission_of, errors, superseded)
         cq_last.update((s.name, s) for s in result.cluster_queues)
         lq_last.update((f"{s.namespace}/{s.name}", s) for s in result.local_queues)
     _pending_last(b.out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from kq.api.kueue import Workload
@@ -41,7 +43,7 @@ def world(topology: str = "dc") -> World:
     return w
 
 
-def request(name: str, count: int, cpu: int = 1000, **topology: object) -> SolveRequest:
+def request(name: str, count: int, cpu: int = 1000, **topology: Any) -> SolveRequest:
     ps = PodSetPlacementRequest(name="main", count=count, flavor="tas-flavor", requests={"cpu": cpu},
                                 topology_request=PodSetTopologyRequest(**topology) if topology else None)
     return SolveRequest(id=f"req-{name}", cluster="manager", namespace="ns", name=name, uid=f"uid-{name}",
