@@ -134,7 +134,9 @@ class LeaderTerm:
             out: CommandOutcome = await self._until(self.inputs.fences[f.msg_id], f"the outcome of {f.msg_id}")
             if not out.applied:
                 raise LostLeadership(f"fence {f.msg_id} refused: {out.reason}")
-            await self._until(self._consumed(ack.seq), f"{f.msg_id} (seq {ack.seq}) to leave {subjects.COMMANDS_STREAM}")
+            await self._until(
+                self._consumed(ack.seq), f"{f.msg_id} (seq {ack.seq}) to leave {subjects.COMMANDS_STREAM}"
+            )
         self.inputs.fences.clear()
 
     async def _consumed(self, seq: int) -> None:

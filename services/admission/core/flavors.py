@@ -168,7 +168,9 @@ class FlavorAssigner:
             attempted = idx
             name = names[idx]
             if self.nomination and name != pinned:
-                reasons.append(f"skipping flavor {name} as it is not found in the nomination mapping for resource {res}")
+                reasons.append(
+                    f"skipping flavor {name} as it is not found in the nomination mapping for resource {res}"
+                )
                 continue
             problem = self._check_flavor(name, ps)
             if problem is not None:

@@ -181,7 +181,10 @@ def cluster_queue_status(s: ClusterQueueStatus, facts: QueueFacts | None, now: f
         pending_workloads=s.pending_workloads,
         reserving_workloads=s.reserving_workloads,
         admitted_workloads=s.admitted_workloads,
-        fair_sharing=None if s.weighted_share is None else api.FairSharingStatus(weighted_share=weighted_share(s.weighted_share)),
+        fair_sharing=(
+            None if s.weighted_share is None
+            else api.FairSharingStatus(weighted_share=weighted_share(s.weighted_share))
+        ),
     )
 
 

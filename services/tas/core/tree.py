@@ -183,7 +183,9 @@ class CapacityTree:
 
     # --- capacity ---
 
-    def eligible(self, node: NodeInfo, tolerations: tuple[TolerationSpec, ...], selector: tuple[tuple[str, str], ...]) -> bool:
+    def eligible(
+        self, node: NodeInfo, tolerations: tuple[TolerationSpec, ...], selector: tuple[tuple[str, str], ...]
+    ) -> bool:
         if not node.ready or node.unschedulable:
             return False
         for taint in node.taints:

@@ -3,7 +3,8 @@
 A real nats-server and the podsready service as its own process (no Kubernetes: the bench plays
 the watcher). It publishes N admitted Workloads to the mirror (at most --rate per second), each with
 PodsReady=False; with the default 30 s timeout all N timers are live at once. Half of them (the
-even ones) become ready half-way to their deadline, the other half time out. It reads the commands the service sends (KQ_CMD) and reports:
+even ones) become ready half-way to their deadline, the other half time out. It reads the commands
+the service sends (KQ_CMD) and reports:
 
 - lateness of each PodsReadyTimeout eviction: when the command was stored in KQ_CMD (the server's
   clock) minus the deadline (the Admitted condition's time, whole seconds as in Kubernetes, plus the
@@ -52,7 +53,8 @@ def workload_doc(i: int, rv: int, admitted: str, ready: bool, ready_at: str) -> 
     cond = [
         {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "bench",
          "lastTransitionTime": admitted},
-        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "bench", "lastTransitionTime": admitted},
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "bench",
+         "lastTransitionTime": admitted},
         {"type": "PodsReady", "status": "True" if ready else "False", "reason": "Started" if ready else "WaitForStart",
          "message": "bench", "lastTransitionTime": ready_at if ready else admitted},
     ]
@@ -127,7 +129,8 @@ async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -
                                                         stdout=out, stderr=asyncio.subprocess.STDOUT)
         try:
             await _wait_ready(bus.nc, proc, log)
-            say(f"podsready ready (pid {proc.pid}); publishing {n} admitted workloads at {rate:g}/s, timeout {timeout_s:g}s")
+            say(f"podsready ready (pid {proc.pid}); publishing {n} admitted workloads at {rate:g}/s, "
+                f"timeout {timeout_s:g}s")
             cpu0 = (process_stats("podsready", proc.pid) or None)
             deadlines: dict[str, float] = {}
             evicted: dict[str, float] = {}
