@@ -265,7 +265,7 @@ def search_partial_counts(pod_sets: tuple[PodSet, ...], fits: Callable[[list[int
 
     def probe(i: int) -> bool:
         nonlocal last_good_idx, last_result
-        counts = [f - (d * i) // total for f, d in zip(full, deltas)]
+        counts = [f - (d * i) // total for f, d in zip(full, deltas, strict=True)]
         r = fits(counts)
         if r is not None:
             last_good_idx, last_result = i, r

@@ -21,6 +21,7 @@ from services.watcher.core.commands import plan_command
 from services.watcher.core.jobs import reconcile_job
 from services.watcher.core.writes import Refusal, Skip, Write
 
+
 class _WorkloadFields(TypedDict):
     cluster: str
     writer: str
