@@ -61,7 +61,7 @@ class BenchResult:
 
 
 def level_labels(levels: int) -> tuple[str, ...]:
-    return tuple(f"bench.kq.io/level-{i}" for i in range(levels - 1)) + (HOSTNAME_LABEL,)
+    return (*(f"bench.kq.io/level-{i}" for i in range(levels - 1)), HOSTNAME_LABEL)
 
 
 def build(nodes: int, levels: int) -> TasSolver:

@@ -57,10 +57,12 @@ async def _world(kube: KubeClient, sim_url: str) -> None:
     ]
     for d in docs:
         await kube.create(d["kind"], d["metadata"].get("namespace"), d)
-    async with aiohttp.ClientSession() as http:  # the pods of j1 never become ready
-        async with http.post(f"{sim_url}/kubesim/clusters/manager/pods",
-                             json={"namespace": "ns", "name": "j1", "neverReady": True}) as resp:
-            assert resp.status < 300, await resp.text()
+    async with (  # the pods of j1 never become ready
+        aiohttp.ClientSession() as http,
+        http.post(f"{sim_url}/kubesim/clusters/manager/pods",
+                  json={"namespace": "ns", "name": "j1", "neverReady": True}) as resp,
+    ):
+        assert resp.status < 300, await resp.text()
     await kube.create("Job", "ns", {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "j1", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},

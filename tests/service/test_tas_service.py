@@ -5,6 +5,7 @@ respects the capacity the first one handed out: holds are rebuilt from the log."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import msgspec
@@ -74,10 +75,8 @@ async def _ask(bus: Bus, name: str) -> SolveReply:
 
 async def _stop(b: Bus, task: asyncio.Task[None]) -> None:
     task.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError, Exception):
         await task
-    except (asyncio.CancelledError, Exception):
-        pass
     await b.close()
 
 

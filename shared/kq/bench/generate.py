@@ -185,7 +185,8 @@ def node_objects(t: TopologyPlan) -> list[api_core.Node]:
     def walk(depth: int, values: list[str]) -> None:
         if depth == len(t.level_counts):
             name = "node" + "".join(f"-{v[0]}{v.rsplit('-', 1)[1]}" for v in values)
-            labels = {**_labels(), t.flavor_node_label: TAS_NODE_GROUP_VALUE, **dict(zip(t.level_labels, values, strict=False))}
+            by_level = dict(zip(t.level_labels, values, strict=False))
+            labels = {**_labels(), t.flavor_node_label: TAS_NODE_GROUP_VALUE, **by_level}
             if t.level_labels[-1] == HOSTNAME_LABEL:
                 labels[HOSTNAME_LABEL] = name  # as on a real node (Kueue's generator reuses "node-<i>" per rack)
             out.append(api_core.Node(
@@ -195,7 +196,7 @@ def node_objects(t: TopologyPlan) -> list[api_core.Node]:
             ))
             return
         for i in range(t.level_counts[depth]):
-            walk(depth + 1, values + [f"{t.level_names[depth]}-{i}"])
+            walk(depth + 1, [*values, f"{t.level_names[depth]}-{i}"])
 
     walk(0, [])
     return out

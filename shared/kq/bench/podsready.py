@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
@@ -185,10 +186,8 @@ async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -
                         ready_late.add(f"w{i:06d}")
                 await bus.publish_many(batch)
             say(f"ready ones published ({late_ready} too late to count); waiting for the evictions")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), timeout=timeout_s + 30)
-            except TimeoutError:
-                pass
             await asyncio.sleep(1.0)  # any eviction of a ready workload would show by now
             cpu1 = process_stats("podsready", proc.pid)
             await sub.unsubscribe()

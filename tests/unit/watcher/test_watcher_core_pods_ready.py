@@ -58,8 +58,8 @@ def _pods_ready(wl: Workload) -> tuple[str, str] | None:
 
 
 def _with_ready(wl: Workload, status: Literal["True", "False"], reason: str) -> Workload:
-    return replace(wl, status=replace(wl.status, conditions=wl.status.conditions + (
-        ws._cond(wl, k.WORKLOAD_PODS_READY, status, reason, "m"),)))
+    return replace(wl, status=replace(wl.status, conditions=(
+        *wl.status.conditions, ws._cond(wl, k.WORKLOAD_PODS_READY, status, reason, "m"))))
 
 
 BASE = admitted(workload_for(job()))
