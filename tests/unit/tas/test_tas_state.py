@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 from tas_builders import BLOCK, HOST, ONE, RACK, THREE, TWO, domains, node, solver
 
-from services.tas.core import HeldPodSet, NodeInfo, Placement, PlacementFailure, PodSetRequest, TaintSpec
+from services.tas.core import HeldPodSet, NodeInfo, Placement, PlacementFailure, PodSetRequest, RequestMode, TaintSpec
 from services.tas.core.events import Assumed, Confirmed, NodeUpserted, PodBound, Released, TasEvent, apply, snapshot
 from services.tas.core.replacement import replace_node
 from services.tas.core.solver import TasSolver
 
 
-def req(count: int, mode: str = "required", level: str | None = HOST, cpu: int = 1000, name: str = "main",
-        **kw: object) -> PodSetRequest:
-    return PodSetRequest(name=name, count=count, requests={"cpu": cpu}, mode=mode, level=level, **kw)  # type: ignore[arg-type]
+def req(count: int, mode: RequestMode = "required", level: str | None = HOST, cpu: int = 1000, name: str = "main",
+        **kw: Any) -> PodSetRequest:
+    return PodSetRequest(name=name, count=count, requests={"cpu": cpu}, mode=mode, level=level, **kw)
 
 
 def two_hosts() -> TasSolver:
