@@ -226,4 +226,4 @@ class CapacityTree:
         else:
             self._views.move_to_end(key)
             view.catch_up()
-        return view  # type: ignore[return-value]
+        return view  # type: ignore[return-value]  # the view under a key is the one its `make` built (one type per key)

@@ -78,7 +78,7 @@ class World:
     def set_checks(self, key: str, **states: str) -> None:
         current = {c.name: c for c in self.records[key].admission_checks}
         for name, s in states.items():
-            current[name] = AdmissionCheckState(name=name, state=s)  # type: ignore[arg-type]
+            current[name] = AdmissionCheckState(name=name, state=s)  # type: ignore[arg-type]  # tests name check states as plain strings
         self.update(key, admission_checks=tuple(current[n] for n in sorted(current)))
 
     # --- running cycles --------------------------------------------------------------------------

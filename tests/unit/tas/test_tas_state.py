@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import pytest
 from tas_builders import BLOCK, HOST, ONE, RACK, THREE, TWO, domains, node, solver
 
 from services.tas.core import HeldPodSet, NodeInfo, Placement, PlacementFailure, PodSetRequest, RequestMode, TaintSpec
@@ -172,7 +173,7 @@ def test_level_missing_from_topology_names_it() -> None:
     assert HOST in out.message
 
 
-def test_a_change_costs_the_leaves_it_touches_not_the_tree(monkeypatch: object) -> None:
+def test_a_change_costs_the_leaves_it_touches_not_the_tree(monkeypatch: pytest.MonkeyPatch) -> None:
     from services.tas.core import views
 
     nodes = [node(f"b{i % 3}", f"r{i % 7}", f"x{i}", 4) for i in range(200)]
@@ -185,7 +186,7 @@ def test_a_change_costs_the_leaves_it_touches_not_the_tree(monkeypatch: object) 
         calls.append(leaf)
         return original(self, leaf)
 
-    monkeypatch.setattr(views.ShapeCounts, "_leaf_count", counting)  # type: ignore[attr-defined]
+    monkeypatch.setattr(views.ShapeCounts, "_leaf_count", counting)
     s.pod_bound("x/p", nodes[5].name, {"cpu": 1000})
     s.place_and_assume("ns/a", "tas-flavor", [req(2, level=RACK)])
     s.pod_bound("x/p", nodes[5].name, {"cpu": 2000})  # the same pod again: replaced, still one leaf
