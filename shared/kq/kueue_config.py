@@ -410,7 +410,10 @@ class KueueConfig(_K, frozen=True, kw_only=True):
 
     def job_integration(self) -> bool:
         """Kueue's Job integration is on unless `integrations.frameworks` leaves batch/job out."""
-        return self.integrations is None or not self.integrations.frameworks or JOB_FRAMEWORK in self.integrations.frameworks
+        return (
+            self.integrations is None or not self.integrations.frameworks
+            or JOB_FRAMEWORK in self.integrations.frameworks
+        )
 
 
 def convert_v1beta1(raw: Mapping[str, Any]) -> dict[str, Any]:

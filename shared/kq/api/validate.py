@@ -170,7 +170,9 @@ def _topology_request(tr: kueue.PodSetTopologyRequest | None, path: str) -> list
         errors.append(FieldError(path, f"at most one of required, preferred, unconstrained may be set, "
                                        f"not {' and '.join(modes)}"))
     if tr.pod_set_slice_required_topology is not None and tr.pod_set_slice_size is None:
-        errors.append(FieldError(f"{path}.podSetSliceSize", "must be set when podSetSliceRequiredTopology is specified"))
+        errors.append(
+            FieldError(f"{path}.podSetSliceSize", "must be set when podSetSliceRequiredTopology is specified")
+        )
     if tr.pod_set_slice_required_topology is None and tr.pod_set_slice_size is not None:
         errors.append(FieldError(f"{path}.podSetSliceSize",
                                  "may not be set when podSetSliceRequiredTopology is not specified"))
