@@ -22,8 +22,8 @@ from kq.api.core import Job
 from kq.api.kueue import KubeConfig, Workload
 from kq.api.registry import decode_object
 from kq.kube import Gone, KubeClient, KubeError
-from kq.obs import get_logger
 from kq.kubeconfigs import KubeconfigError
+from kq.obs import get_logger
 from kq.remote_clusters import KubeconfigSource
 from services.dispatcher.core.clusters import BAD_KUBECONFIG, CONNECTED, CONNECTING, CONNECTION_FAILED, ClusterState
 

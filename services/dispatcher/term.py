@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -37,14 +37,24 @@ from kq.messages import (
 )
 from kq.mirror import MirrorView, ObjectRecord
 from kq.obs import get_logger
+from kq.remote_clusters import KubeconfigSource
 from kq.runtime import Bus, Delivery, OutMsg
 from services.dispatcher.core import clusters as cl
 from services.dispatcher.core.copies import remote_job, remote_workload
 from services.dispatcher.core.flow import reconcile
-from services.dispatcher.guard import run_guard
-from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Inputs, Nominate, Plan, SetCheck, Settings, SyncJob
+from services.dispatcher.core.model import (
+    LEASE_ANNOTATION,
+    ClusterView,
+    Finish,
+    Inputs,
+    Nominate,
+    Plan,
+    SetCheck,
+    Settings,
+    SyncJob,
+)
 from services.dispatcher.external import ExternalDoor
-from kq.remote_clusters import KubeconfigSource
+from services.dispatcher.guard import run_guard
 from services.dispatcher.remotes import RemoteCluster
 from services.dispatcher.settings import DispatcherSettings
 
@@ -63,7 +73,7 @@ async def _all(calls: Any) -> None:
 
 
 def _stamp(at: float) -> str:
-    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _digest(*parts: Any) -> str:

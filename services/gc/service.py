@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import msgspec
 
@@ -109,7 +109,7 @@ class Sweeper:
             return
         wls = self.view.typed_items(self.manager, "workload")
         cmds = []
-        for wl, reason in expired(wls, self.after_finished_s, self.after_deactivated_s, datetime.now(timezone.utc)):
+        for wl, reason in expired(wls, self.after_finished_s, self.after_deactivated_s, datetime.now(UTC)):
             md = wl.metadata
             cmds.append(DeleteWorkload(id=f"gc-retention:{md.uid}", cluster=self.manager, writer=WRITER,
                                        namespace=md.namespace, name=md.name, uid=md.uid, reason=reason))

@@ -14,8 +14,8 @@ import msgspec
 
 from kq.api.core import JobStatus
 from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus
-from kq.api.workload import RequeueState
 from kq.api.meta import Condition
+from kq.api.workload import RequeueState
 
 
 class _Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):

@@ -15,7 +15,14 @@ from msgspec.structs import replace
 
 from kq.api.core import Job
 from kq.api.kueue import AdmissionCheck, AdmissionCheckState, MultiKueueCluster, Workload
-from kq.messages import DeleteWorkload, FinishWorkload, SetActiveCondition, SetAdmissionCheckState, SetNominatedClusters, SyncJobStatus
+from kq.messages import (
+    DeleteWorkload,
+    FinishWorkload,
+    SetActiveCondition,
+    SetAdmissionCheckState,
+    SetNominatedClusters,
+    SyncJobStatus,
+)
 from services.watcher.core import workload_status as ws
 from services.watcher.core.writes import Delete, Refusal, Skip, Write, patch_write
 

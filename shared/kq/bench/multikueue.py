@@ -88,7 +88,7 @@ def _mk_objects(workers: list[str]) -> list[dict[str, Any]]:
 
 async def _setup(client: KubeClient, plan: BenchPlan, with_check: bool) -> None:
     for obj in setup_objects(plan):
-        if with_check and getattr(obj, "kind") == "ClusterQueue":
+        if with_check and obj.kind == "ClusterQueue":
             body = msgspec.to_builtins(obj)
             body["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "bench-mk"}]}
             await client.create("ClusterQueue", None, body)
