@@ -179,10 +179,11 @@ def render(single: PassResult, mk: PassResult, ledger: JobLedger, workers: int, 
 
     ratio = mk.throughput / single.throughput if single.throughput else 0.0
     twice = ledger.ran_more_than_once()
+    overlap = "never" if not ledger.overlaps else f"SEEN {len(ledger.overlaps)} times, e.g. {ledger.overlaps[:3]}"
     lines = [
         line(single), line(mk),
         f"throughput through MultiKueue: {ratio * 100:.0f} % of single-cluster (goal >= 50 %); dispatcher {dispatcher}",
-        f"job in two workers: {'never' if not ledger.overlaps else f'SEEN {len(ledger.overlaps)} times, e.g. {ledger.overlaps[:3]}'}"
+        f"job in two workers: {overlap}"
         f" (checked by watching the Jobs of all {workers} workers)",
         f"jobs created on a worker: {len(ledger.created)} of {mk.jobs}; created again after the manager evicted "
         f"them (preemption, as in a single cluster): {len(twice)}",
