@@ -73,7 +73,8 @@ def plan_mk(cmd: MkCommand, current: Any, now: str) -> Plan:
                 return Refusal(reason=WRONG_KIND, message=f"got {type(current).__name__}")
             conds = ws.set_condition(current.status.conditions, cmd.condition, now)
             new_obj = replace(current, status=replace(current.status, conditions=conds))
-            return patch_write(cmd.kind, current, new_obj, status=True, why="active condition") or Skip(reason="Unchanged")
+            return (patch_write(cmd.kind, current, new_obj, status=True, why="active condition")
+                    or Skip(reason="Unchanged"))
     if not isinstance(current, Workload):
         return Refusal(reason=WRONG_KIND, message=f"expected a Workload, got {type(current).__name__}")
     if current.metadata.uid != cmd.uid:
