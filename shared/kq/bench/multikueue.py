@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from kq.api.constants import MULTIKUEUE_MANAGED_BY, QUEUE_NAME_LABEL
+from kq.api.kueue import ClusterQueue
 from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects
 from kq.bench.job_ledger import JobLedger
 from kq.bench.live import _create, _workdir
@@ -88,7 +89,7 @@ def _mk_objects(workers: list[str]) -> list[dict[str, Any]]:
 
 async def _setup(client: KubeClient, plan: BenchPlan, with_check: bool) -> None:
     for obj in setup_objects(plan):
-        if with_check and obj.kind == "ClusterQueue":
+        if with_check and isinstance(obj, ClusterQueue):
             body = msgspec.to_builtins(obj)
             body["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "bench-mk"}]}
             await client.create("ClusterQueue", None, body)
