@@ -12,6 +12,7 @@ every deletion is idempotent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 
@@ -119,10 +120,8 @@ class Sweeper:
 
 
 async def _delete(client: KubeClient, kind: str, ns: str, name: str) -> None:
-    try:
+    with contextlib.suppress(NotFound):
         await client.delete(kind, ns, name, propagation="Background")
-    except NotFound:
-        pass
 
 
 def _seconds(text: str | None, field: str) -> float | None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from e2e.test_multikueue import _create, _job, _setup
 from support.wait import eventually
-from test_multikueue import _create, _job, _setup
 
 from kq.api.kueue import Workload
 from kq.api.meta import condition_is_true

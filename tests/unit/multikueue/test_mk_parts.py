@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 from datetime import UTC, datetime
+from typing import TypedDict
 
 import pytest
 from msgspec.structs import replace
@@ -115,7 +116,18 @@ def test_retention_after_finished_and_after_deactivation_by_kueue() -> None:
     assert expired([user], None, 1.0, now) == []
 
 
-_W = {"id": "x", "cluster": "m", "writer": "dispatcher", "namespace": "ns", "name": "job-j1-abc", "uid": "wl-uid"}
+class _WorkloadFields(TypedDict):
+    """The fields the workload commands below share (kq.messages._WorkloadCommand; epoch left default)."""
+
+    id: str
+    cluster: str
+    writer: str
+    namespace: str
+    name: str
+    uid: str
+
+
+_W = _WorkloadFields(id="x", cluster="m", writer="dispatcher", namespace="ns", name="job-j1-abc", uid="wl-uid")
 
 
 def test_check_state_sets_cluster_name_once() -> None:
