@@ -12,11 +12,20 @@
   Updates: selector and completions are immutable; the pod template is immutable except
   labels, annotations, nodeSelector, tolerations, affinity and schedulingGates while the Job
   is suspended and has not started (status.startTime unset), as Kueue relies on.
-- JobSet: replicas default 1; a labelled JobSet is created suspended (Kueue's webhook).
+- JobSet: replicas default 1, pod restartPolicy default OnFailure (JobSet's webhook); a
+  labelled JobSet is created suspended (Kueue's webhook).
+- Pod (Kueue's pod webhook): a pod labelled with a queue name, not bound and not run by a
+  Job or JobSet (their own integrations queue those), gets the `kueue.x-k8s.io/admission`
+  scheduling gate and the `kueue.x-k8s.io/managed` label.
+- Deployment / StatefulSet (Kueue's webhooks): the queue name goes onto the pod template;
+  a StatefulSet's pods also form one serving pod group of `replicas` pods (fast admission).
+- LeaderWorkerSet (Kueue's webhook): the queue name goes onto its templates; each group
+  (leader and workers) becomes one serving pod group of `size` pods.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +52,10 @@ class ClusterAdmission:
             _default_job(rt, obj)
         elif key == "jobsets.jobset.x-k8s.io":
             _default_jobset(rt, obj)
+        elif key in ("deployments.apps", "statefulsets.apps"):
+            _default_serving(rt, obj)
+        elif key == "leaderworkersets.leaderworkerset.x-k8s.io":
+            _default_lws(rt, obj)
 
     def on_update(self, store: Store, rt: ResourceType, old: Mapping[str, Any], new: dict[str, Any]) -> None:
         key = rt.key
@@ -76,6 +89,7 @@ def _default_pod(store: Store, rt: ResourceType, pod: dict[str, Any]) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec["priority"] = _priority(store, rt, name, spec.get("priorityClassName"))
+    _gate_queued_pod(pod)
     pod["status"] = {"phase": "Pending", "qosClass": _qos(spec["containers"])}
     if spec.get("schedulingGates"):
         pod["status"]["conditions"] = [{
@@ -245,6 +259,88 @@ def _default_jobset(rt: ResourceType, js: dict[str, Any]) -> None:
         if not isinstance(rj, dict) or not rj.get("name") or not isinstance(rj.get("template"), dict):
             raise invalid(rt, name, f"spec.replicatedJobs[{i}]", None, "name and template are required")
         rj.setdefault("replicas", 1)
+        # The JobSet webhook: a pod template without a restartPolicy gets OnFailure.
+        pod_spec = ((rj["template"].get("spec") or {}).get("template") or {}).get("spec")
+        if isinstance(pod_spec, dict):
+            pod_spec.setdefault("restartPolicy", "OnFailure")
     spec.setdefault("suspend", False)
     if (js["metadata"].get("labels") or {}).get(QUEUE_LABEL):
         spec["suspend"] = True  # Kueue's JobSet webhook
+
+
+# --- Kueue's pod, Deployment and StatefulSet webhooks -----------------------------------------
+
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+GROUP_FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
+MANAGED_LABEL = "kueue.x-k8s.io/managed"
+GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
+GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+GROUP_SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
+_OWN_INTEGRATION = ("Job", "JobSet")
+
+
+def _gate_queued_pod(pod: dict[str, Any]) -> None:
+    meta = pod["metadata"]
+    if not (meta.get("labels") or {}).get(QUEUE_LABEL) or pod["spec"].get("nodeName"):
+        return
+    if any(r.get("controller") and r.get("kind") in _OWN_INTEGRATION for r in meta.get("ownerReferences") or ()):
+        return
+    gates = pod["spec"].setdefault("schedulingGates", [])
+    if not any(g.get("name") == ADMISSION_GATE for g in gates):
+        gates.append({"name": ADMISSION_GATE})
+    meta["labels"][MANAGED_LABEL] = "true"
+    lws = meta["labels"].get(LWS_NAME_LABEL)
+    if lws:  # Kueue's LeaderWorkerSet integration: each group of leader and workers is one serving pod group
+        index = meta["labels"].get(LWS_GROUP_INDEX_LABEL) or meta["labels"].get("apps.kubernetes.io/pod-index", "0")
+        meta["labels"][LWS_GROUP_INDEX_LABEL] = index
+        meta["labels"][GROUP_NAME_LABEL] = f"leaderworkerset-{lws}-{index}"
+        annotations = meta.setdefault("annotations", {})
+        annotations[GROUP_TOTAL_COUNT_ANNOTATION] = annotations.get(LWS_SIZE_ANNOTATION, "1")
+        annotations[GROUP_SERVING_ANNOTATION] = "true"
+
+
+def _default_serving(rt: ResourceType, obj: dict[str, Any]) -> None:
+    meta = obj["metadata"]
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("template"), dict):
+        raise invalid(rt, meta["name"], "spec.template", None, "Required value")
+    spec.setdefault("replicas", 1)
+    queue = (meta.get("labels") or {}).get(QUEUE_LABEL)
+    if not queue:
+        return
+    tmeta = spec["template"].setdefault("metadata", {})
+    labels = tmeta.setdefault("labels", {})
+    labels[QUEUE_LABEL] = queue
+    if priority := (meta.get("labels") or {}).get(PRIORITY_LABEL):
+        labels[PRIORITY_LABEL] = priority
+    if rt.kind == "StatefulSet":
+        digest = hashlib.sha1(f"StatefulSet\napps\n{meta['name']}\n{meta['uid']}".encode()).hexdigest()[:5]
+        labels[GROUP_NAME_LABEL] = f"statefulset-{meta['name']}-{digest}"
+        annotations = tmeta.setdefault("annotations", {})
+        annotations[GROUP_TOTAL_COUNT_ANNOTATION] = str(spec["replicas"])
+        annotations[GROUP_SERVING_ANNOTATION] = "true"
+        annotations[GROUP_FAST_ADMISSION_ANNOTATION] = "true"  # OrderedReady: admitted on the first pod
+
+
+def _default_lws(rt: ResourceType, obj: dict[str, Any]) -> None:
+    """LWS defaults (replicas 1, size 1) and Kueue's LWS webhook: the queue and priority labels
+    onto the leader and worker templates."""
+    meta = obj["metadata"]
+    spec = obj.get("spec")
+    lwt = spec.get("leaderWorkerTemplate") if isinstance(spec, dict) else None
+    if not isinstance(spec, dict) or not isinstance(lwt, dict) or not isinstance(lwt.get("workerTemplate"), dict):
+        raise invalid(rt, meta["name"], "spec.leaderWorkerTemplate.workerTemplate", None, "Required value")
+    spec.setdefault("replicas", 1)
+    lwt.setdefault("size", 1)
+    labels = meta.get("labels") or {}
+    carried = {k: labels[k] for k in (QUEUE_LABEL, PRIORITY_LABEL) if labels.get(k)}
+    if not carried:
+        return
+    for t in ("leaderTemplate", "workerTemplate"):
+        if isinstance(lwt.get(t), dict):
+            tl = lwt[t].setdefault("metadata", {}).setdefault("labels", {})
+            tl.update(carried)

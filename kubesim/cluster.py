@@ -12,8 +12,10 @@ from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.jobsets import JobSetController
 from kubesim.controllers.kubelet import Kubelet
+from kubesim.controllers.leaderworkersets import LeaderWorkerSetController
 from kubesim.controllers.ownership import controller_ref, owner, pod_names, runner_uids
 from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.serving import ServingControllers
 from kubesim.faults import Faults
 from kubesim.resources import JOBSETS
 from kubesim.store import Store
@@ -44,6 +46,8 @@ class Cluster:
         self.gc = GarbageCollector(self)
         self.jobs = JobController(self)
         self.jobsets = JobSetController(self)
+        self.serving = ServingControllers(self)
+        self.leaderworkersets = LeaderWorkerSetController(self)
         self.scheduler = Scheduler(self)
         self.kubelet = Kubelet(self)
 
@@ -82,7 +86,8 @@ class Cluster:
     # --- settledness ---
 
     def pending_work(self) -> int:
-        queues = (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue)
+        queues = (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
+                  *self.serving.queues, self.leaderworkersets.queue)
         return self.timers.pending() + sum(q.pending() for q in queues)
 
     def state(self) -> dict[str, Any]:
@@ -103,6 +108,7 @@ class Cluster:
 
     def close(self) -> None:
         self.timers.close()
-        for q in (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue):
+        for q in (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
+                  *self.serving.queues, self.leaderworkersets.queue):
             q.close()
         self.store.hub.cut_all("disconnect")

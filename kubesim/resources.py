@@ -85,6 +85,16 @@ RESOURCES: tuple[ResourceType, ...] = (
     ),
     # batch/v1
     ResourceType("batch", "v1", "jobs", "Job", True, status=True, categories=("all",)),
+    # apps/v1 (the serving integrations)
+    ResourceType("apps", "v1", "deployments", "Deployment", True, status=True, short_names=("deploy",),
+                 categories=("all",)),
+    ResourceType("apps", "v1", "replicasets", "ReplicaSet", True, status=True, short_names=("rs",),
+                 categories=("all",)),
+    ResourceType("apps", "v1", "statefulsets", "StatefulSet", True, status=True, short_names=("sts",),
+                 categories=("all",)),
+    # leaderworkerset.x-k8s.io/v1
+    ResourceType("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet", True, status=True,
+                 custom=True, short_names=("lws",)),
     # jobset.x-k8s.io/v1alpha2
     ResourceType("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True, status=True, custom=True),
     # kueue.x-k8s.io/v1beta2 (scope and status subresources as in Kueue's CRDs)
@@ -132,4 +142,8 @@ PODS = _BY_KEY["pods"]
 EVENTS = _BY_KEY["events"]
 JOBS = _BY_KEY["jobs.batch"]
 JOBSETS = _BY_KEY["jobsets.jobset.x-k8s.io"]
+DEPLOYMENTS = _BY_KEY["deployments.apps"]
+REPLICASETS = _BY_KEY["replicasets.apps"]
+STATEFULSETS = _BY_KEY["statefulsets.apps"]
+LEADERWORKERSETS = _BY_KEY["leaderworkersets.leaderworkerset.x-k8s.io"]
 WORKLOADS = _BY_KEY["workloads.kueue.x-k8s.io"]

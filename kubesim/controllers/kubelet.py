@@ -202,12 +202,14 @@ def _runtime(pod: Mapping[str, Any], sleep_scale: float = 1.0) -> float | None:
         return None
 
 
+_ECHO = re.compile(r"""^\s*echo(\s+("[^"]*"|'[^']*'|[^\s"';&|<>`$]+))*\s*$""")
 _SLEEP = re.compile(r"^\s*(?:exec\s+)?sleep\s+(\d+(?:\.\d+)?)(s|m|h)?\s*$")
 
 
 def _sleep_seconds(container: Mapping[str, Any]) -> float | None:
-    """A container whose whole job is `sleep N` (as in Kueue's sample Job) runs N seconds; kubesim
-    runs no containers, so this is the one command it can honour. Anything else runs until told."""
+    """A container whose whole job is `sleep N` (as in Kueue's sample Job), possibly after `echo`s in a
+    shell line (`echo hi && sleep 3`, as in Kueue's pod samples), runs N seconds; kubesim runs no
+    containers, so this is all it can honour. Anything else runs until told."""
     argv = [*(container.get("command") or []), *(container.get("args") or [])]
     if len(argv) >= 2 and argv[-2] == "-c" and argv[0].rsplit("/", 1)[-1] in ("sh", "bash"):
         line = argv[-1]
@@ -215,7 +217,12 @@ def _sleep_seconds(container: Mapping[str, Any]) -> float | None:
         line = " ".join(argv)
     else:
         return None
-    m = _SLEEP.match(line)
-    if not m:
-        return None
-    return float(m.group(1)) * {None: 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    total = 0.0
+    for part in re.split(r"&&|;", line):
+        if _ECHO.match(part):
+            continue
+        m = _SLEEP.match(part)
+        if not m:
+            return None
+        total += float(m.group(1)) * {None: 1, "s": 1, "m": 60, "h": 3600}[m.group(2)]
+    return total

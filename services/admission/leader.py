@@ -135,11 +135,13 @@ class LeaderTerm:
         for f in fences:
             self.inputs.fences[f.msg_id] = loop.create_future()
         acks = await self.bus.publish_many([OutMsg(f.subject, f.message, f.msg_id) for f in fences])
-        for f, ack in zip(fences, acks):
+        for f, ack in zip(fences, acks, strict=True):
             out: CommandOutcome = await self._until(self.inputs.fences[f.msg_id], f"the outcome of {f.msg_id}")
             if not out.applied:
                 raise LostLeadership(f"fence {f.msg_id} refused: {out.reason}")
-            await self._until(self._consumed(ack.seq), f"{f.msg_id} (seq {ack.seq}) to leave {subjects.COMMANDS_STREAM}")
+            await self._until(
+                self._consumed(ack.seq), f"{f.msg_id} (seq {ack.seq}) to leave {subjects.COMMANDS_STREAM}"
+            )
         self.inputs.fences.clear()
 
     async def _consumed(self, seq: int) -> None:

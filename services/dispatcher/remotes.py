@@ -22,8 +22,8 @@ from kq.api.core import Job
 from kq.api.kueue import KubeConfig, Workload
 from kq.api.registry import decode_object
 from kq.kube import Gone, KubeClient, KubeError
-from kq.obs import get_logger
 from kq.kubeconfigs import KubeconfigError
+from kq.obs import get_logger
 from kq.remote_clusters import KubeconfigSource
 from services.dispatcher.core.clusters import BAD_KUBECONFIG, CONNECTED, CONNECTING, CONNECTION_FAILED, ClusterState
 
@@ -89,7 +89,8 @@ class RemoteCluster:
             try:
                 self.client = await self.loader.connect(self.source, self.origin)
             except (KubeconfigError, ValueError) as e:
-                self._set_state(ClusterState(active=False, reason=BAD_KUBECONFIG, message=f"load client config failed: {e}"), False)
+                self._set_state(ClusterState(active=False, reason=BAD_KUBECONFIG,
+                                             message=f"load client config failed: {e}"), False)
                 await asyncio.sleep(self.retry_max_s)
                 continue
             try:
@@ -151,7 +152,8 @@ class RemoteCluster:
         assert self.client is not None
         while True:
             try:
-                async for ev in self.client.watch(kind, rv, label_selector=self.selector, timeout_s=self.watch_timeout_s):
+                async for ev in self.client.watch(kind, rv, label_selector=self.selector,
+                                                  timeout_s=self.watch_timeout_s):
                     obj = decode_object(kind, ev.raw)
                     rv = obj.metadata.resource_version or rv
                     if ev.type == "BOOKMARK":

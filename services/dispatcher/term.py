@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal, TypedDict
 
 import msgspec
 
@@ -37,14 +37,25 @@ from kq.messages import (
 )
 from kq.mirror import MirrorView, ObjectRecord
 from kq.obs import get_logger
+from kq.remote_clusters import KubeconfigSource
 from kq.runtime import Bus, Delivery, OutMsg
 from services.dispatcher.core import clusters as cl
 from services.dispatcher.core.copies import remote_job, remote_workload
 from services.dispatcher.core.flow import reconcile
-from services.dispatcher.guard import run_guard
-from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Inputs, Nominate, Plan, SetCheck, Settings, SyncJob
+from services.dispatcher.core.model import (
+    LEASE_ANNOTATION,
+    ClusterView,
+    Finish,
+    Inputs,
+    ManagerIntent,
+    Nominate,
+    Plan,
+    SetCheck,
+    Settings,
+    SyncJob,
+)
 from services.dispatcher.external import ExternalDoor
-from kq.remote_clusters import KubeconfigSource
+from services.dispatcher.guard import run_guard
 from services.dispatcher.remotes import RemoteCluster
 from services.dispatcher.settings import DispatcherSettings
 
@@ -63,7 +74,23 @@ async def _all(calls: Any) -> None:
 
 
 def _stamp(at: float) -> str:
-    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class _CommandFields(TypedDict):
+    """The fields every command of this writer shares (kq.messages._Command), but its id."""
+
+    cluster: str
+    writer: str
+    epoch: int
+
+
+class _TargetFields(TypedDict):
+    """The object a workload or Job command names (kq.messages._WorkloadCommand)."""
+
+    namespace: str
+    name: str
+    uid: str
 
 
 def _digest(*parts: Any) -> str:
@@ -175,7 +202,8 @@ class Term:
         try:
             await self.reconcile_key(key)
         except Exception as e:  # noqa: BLE001 - one workload's failure is retried, never the term's end
-            self.log.warning("reconcile failed; retrying", workload=f"{key[0]}/{key[1]}", error=f"{type(e).__name__}: {e}")
+            self.log.warning("reconcile failed; retrying", workload=f"{key[0]}/{key[1]}",
+                             error=f"{type(e).__name__}: {e}")
             asyncio.get_running_loop().call_later(self.settings.retry_s, self.mark, key)
         finally:
             self._busy.discard(key)
@@ -229,7 +257,7 @@ class Term:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    def _active_cmd(self, kind: str, obj: Any, cond: Any) -> Command:
+    def _active_cmd(self, kind: Literal["admissioncheck", "multikueuecluster"], obj: Any, cond: Any) -> Command:
         cid = f"mk-active:{kind}:{obj.metadata.name}:{obj.metadata.resource_version}:{_digest(cond)}"
         return SetActiveCondition(id=cid, cluster=self.manager, writer=WRITER, epoch=self.epoch, kind=kind,
                                   name=obj.metadata.name, condition=cond)
@@ -266,7 +294,9 @@ class Term:
             if uid is not None:
                 await self._delete_copies_of(key, uid)
             return
-        wl: Workload = self.view.typed(rec.key)
+        wl = self.view.typed(rec.key)
+        if not isinstance(wl, Workload):
+            return
         found = self.mk_check(wl)
         if found is None:
             return
@@ -291,7 +321,8 @@ class Term:
         plan = reconcile(inp, self.core)
         await self._apply(wl, rec, check, plan, job_rec)
 
-    async def _apply(self, wl: Workload, rec: ObjectRecord, check: str, plan: Plan, job_rec: ObjectRecord | None) -> None:
+    async def _apply(self, wl: Workload, rec: ObjectRecord, check: str, plan: Plan,
+                     job_rec: ObjectRecord | None) -> None:
         ns, name = wl.metadata.namespace, wl.metadata.name
         # Deletes (all clusters at once) before creates, and both before the Job.
         await _all(self._delete_remote(c, ns, name) for c in plan.delete)
@@ -302,8 +333,8 @@ class Term:
         if plan.renew_lease is not None:
             await self._renew(plan.renew_lease[0], ns, name, plan.renew_lease[1])
         if plan.create_job is not None and job_rec is not None:
-            body = remote_job(msgspec.json.decode(job_rec.raw), name, self.core.origin)
-            await self._create(plan.create_job, "job", ns, msgspec.json.encode(body))
+            job_body = remote_job(msgspec.json.decode(job_rec.raw), name, self.core.origin)
+            await self._create(plan.create_job, "job", ns, msgspec.json.encode(job_body))
         if plan.reset_round:
             self.rounds.pop(wl.metadata.uid, None)
         if plan.round_started is not None:
@@ -318,10 +349,11 @@ class Term:
             self.log.info("dispatch", workload=f"{ns}/{name}", why=plan.why, delete=plan.delete, create=plan.create,
                           job=plan.create_job, manager=[type(i).__name__ for i in plan.manager])
 
-    def _command(self, wl: Workload, rec: ObjectRecord, check: str, intent: Any, job_rec: ObjectRecord | None) -> Command | None:
-        base = dict(cluster=self.manager, writer=WRITER, epoch=self.epoch)
+    def _command(self, wl: Workload, rec: ObjectRecord, check: str, intent: ManagerIntent,
+                 job_rec: ObjectRecord | None) -> Command | None:
+        base = _CommandFields(cluster=self.manager, writer=WRITER, epoch=self.epoch)
         cid = f"mk:{rec.uid}:{rec.resource_version}:{_digest(intent)}"
-        wkey = dict(namespace=wl.metadata.namespace, name=wl.metadata.name, uid=wl.metadata.uid)
+        wkey = _TargetFields(namespace=wl.metadata.namespace, name=wl.metadata.name, uid=wl.metadata.uid)
         match intent:
             case SetCheck():
                 return SetAdmissionCheckState(id=cid, **base, **wkey, check=check, state=intent.state,
@@ -375,8 +407,8 @@ class Term:
         if rc is None or rc.client is None or not rc.available:
             return
         try:
-            raw = await rc.client.patch("workload", ns, name, {"metadata": {"annotations": {LEASE_ANNOTATION: _stamp(until)}}},
-                                        patch_type="merge")
+            lease = {"metadata": {"annotations": {LEASE_ANNOTATION: _stamp(until)}}}
+            raw = await rc.client.patch("workload", ns, name, lease, patch_type="merge")
         except NotFound:
             return
         rc.remember("workload", raw)

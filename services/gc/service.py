@@ -12,8 +12,9 @@ every deletion is idempotent.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from contextlib import AsyncExitStack
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import msgspec
 
@@ -109,7 +110,7 @@ class Sweeper:
             return
         wls = self.view.typed_items(self.manager, "workload")
         cmds = []
-        for wl, reason in expired(wls, self.after_finished_s, self.after_deactivated_s, datetime.now(timezone.utc)):
+        for wl, reason in expired(wls, self.after_finished_s, self.after_deactivated_s, datetime.now(UTC)):
             md = wl.metadata
             cmds.append(DeleteWorkload(id=f"gc-retention:{md.uid}", cluster=self.manager, writer=WRITER,
                                        namespace=md.namespace, name=md.name, uid=md.uid, reason=reason))
@@ -119,10 +120,8 @@ class Sweeper:
 
 
 async def _delete(client: KubeClient, kind: str, ns: str, name: str) -> None:
-    try:
+    with contextlib.suppress(NotFound):
         await client.delete(kind, ns, name, propagation="Background")
-    except NotFound:
-        pass
 
 
 def _seconds(text: str | None, field: str) -> float | None:

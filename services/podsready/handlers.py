@@ -9,7 +9,8 @@
    firing decides nothing); the message is acked only after the command is stored.
 
 Two clocks drive a deadline and the first to fire wins: one local timer in this process, always
-at the earliest deadline (precise to the event loop; a burst of deadlines is one wake-up) and a bus schedule per time bucket (`bucket_s`, the
+at the earliest deadline (precise to the event loop; a burst of deadlines is one wake-up) and a bus
+schedule per time bucket (`bucket_s`, the
 server's own precision is about 250 ms) that survives any crash: when it fires, every deadline
 up to then is decided (`Tracker.due_until`). Bus timers cost one schedule per bucket, not per
 workload, and are never cancelled: a bucket firing for nothing decides nothing. Decision ids are
@@ -192,7 +193,8 @@ class Term:
             while self.audit:
                 while self.decisions or self.in_flight:
                     await asyncio.sleep(self.settings.audit_pause_s)
-                events, self.audit = self.audit[: self.settings.publish_chunk], self.audit[self.settings.publish_chunk :]
+                chunk = self.settings.publish_chunk
+                events, self.audit = self.audit[:chunk], self.audit[chunk:]
                 await self.bus.publish_batch(events)
 
     async def _timekeeper(self) -> None:

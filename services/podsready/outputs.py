@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
+from typing import TypedDict
 
 from kq import subjects
 from kq.api.workload import RequeueState
@@ -34,9 +35,21 @@ def fence(cluster: str, epoch: int) -> OutMsg:
     return _out(Fence(id=f"fence:{epoch}", cluster=cluster, writer=WRITER, epoch=epoch))
 
 
+class _WorkloadFields(TypedDict):
+    """The fields every workload command shares (kq.messages._WorkloadCommand)."""
+
+    id: str
+    cluster: str
+    writer: str
+    epoch: int
+    namespace: str
+    name: str
+    uid: str
+
+
 def command(decision: Decision, epoch: int) -> OutMsg:
     key = decision.key
-    common = dict(id=decision.id, cluster=key.cluster, writer=WRITER, epoch=epoch, namespace=key.namespace,
+    common = _WorkloadFields(id=decision.id, cluster=key.cluster, writer=WRITER, epoch=epoch, namespace=key.namespace,
                   name=key.name, uid=decision.uid)
     match decision:
         case Evict():

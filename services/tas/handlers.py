@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import msgspec
+from nats.js import JetStreamContext
 
 from kq import subjects
 from kq.mirror import MirrorRecordError, decode_marker, decode_record
@@ -22,8 +23,6 @@ from kq.placement import (
     hold_subject,
     request_decoder,
 )
-from nats.js import JetStreamContext
-
 from kq.runtime import Delivery, PermanentError
 from services.tas.world import NEEDED_KINDS, World
 

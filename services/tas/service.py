@@ -82,7 +82,7 @@ class SolverTerm:
             finally:
                 await self._nc.close()
 
-    async def _on_solve(self, msg) -> None:  # type: ignore[no-untyped-def]
+    async def _on_solve(self, msg) -> None:
         """Solve in arrival order (synchronously: each answer sees the holds of the one before),
         then record the hold and reply off the subscription, so PubAcks overlap."""
         try:

@@ -61,7 +61,7 @@ class BenchResult:
 
 
 def level_labels(levels: int) -> tuple[str, ...]:
-    return tuple(f"bench.kq.io/level-{i}" for i in range(levels - 1)) + (HOSTNAME_LABEL,)
+    return (*(f"bench.kq.io/level-{i}" for i in range(levels - 1)), HOSTNAME_LABEL)
 
 
 def build(nodes: int, levels: int) -> TasSolver:
@@ -147,7 +147,8 @@ def main(nodes: int, levels: int, workloads: int, seed: int) -> int:
     t0 = time.perf_counter()
     result = run(nodes, levels, workloads, seed)
     print(f"solver benchmark: {nodes} nodes, {levels} levels, {workloads} workloads "
-          f"(seed {seed}; decision = place + assume; finishes settled outside it; setup+run {time.perf_counter() - t0:.1f}s)")
+          f"(seed {seed}; decision = place + assume; finishes settled outside it; "
+          f"setup+run {time.perf_counter() - t0:.1f}s)")
     for k, v in result.summary().items():
         print(f"  {k}: {v}")
     return 0

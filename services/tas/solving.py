@@ -16,6 +16,7 @@ from services.tas.core import (
     Placement,
     PlacementFailure,
     PodSetRequest,
+    RequestMode,
     TaintSpec,
     TolerationSpec,
     TopologySpecIn,
@@ -57,7 +58,7 @@ def pod_set_request(ps: PodSetPlacementRequest) -> PodSetRequest:
     """Kueue's reading of a pod set's topologyRequest (required > preferred > unconstrained >
     slices only); with no request at all, implied unconstrained."""
     r = ps.topology_request
-    mode: str
+    mode: RequestMode
     level: str | None = None
     if r is not None and r.required:
         mode, level = "required", r.required
@@ -77,7 +78,7 @@ def pod_set_request(ps: PodSetPlacementRequest) -> PodSetRequest:
         name=ps.name,
         count=ps.count,
         requests=dict(ps.requests),
-        mode=mode,  # type: ignore[arg-type]
+        mode=mode,
         level=level,
         slice_level=slice_level,
         slice_size=slice_size,

@@ -21,7 +21,7 @@ async def apply_action(client: KubeClient, action: Action) -> Any | None:
     ns = action.namespace or None
     match action:
         case Write():
-            raw = await client.patch(action.kind, ns, action.name, action.patch, patch_type="merge",
+            raw = await client.patch(action.kind, ns, action.name, action.patch, patch_type=action.patch_type,
                                      subresource=action.subresource)
         case Create():
             raw = await client.create(action.kind, ns, action.body)

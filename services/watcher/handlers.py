@@ -28,7 +28,7 @@ from kq.obs import consumer_span, get_logger
 from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Place, TemporaryError
 from services.watcher.apply import apply_action, read
 from services.watcher.core.commands import STALE_EPOCH, plan_command, target_ref
-from services.watcher.core.writes import Refusal, Skip, Write
+from services.watcher.core.writes import Refusal, Skip
 from services.watcher.events import EventWriter
 from services.watcher.objects import ClusterObjects
 
@@ -170,7 +170,8 @@ class CommandExecutor:
         ref = target_ref(cmd)
         if ref is None or isinstance(cmd, Fence) or cmd.epoch < max_epoch:
             plan = plan_command(cmd, None, max_epoch, rfc3339_seconds(self.bus.clock.now()))
-            assert not isinstance(plan, Write), plan  # no target or a stale epoch: nothing to write
+            # No target or a stale epoch: nothing to write or delete, only a skip or a refusal.
+            assert isinstance(plan, (Skip, Refusal)), plan
             return self._outcome(cmd, isinstance(plan, Skip), plan.reason, "")
         if isinstance(cmd, RecordEvent):
             return await self._record_event(cmd)

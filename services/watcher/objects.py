@@ -20,7 +20,7 @@ from kq.obs import get_logger
 
 CACHED_KINDS = (
     "job", "workload", "resourceflavor", "workloadpriorityclass", "priorityclass", "clusterqueue", "localqueue",
-    "pod", "node",
+    "jobset", "pod", "node",  # the framework integrations (frameworks.py), the TAS ungater
 )
 NsName = tuple[str, str]
 

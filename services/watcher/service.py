@@ -18,6 +18,7 @@ from kq.config import ClusterConfig, Config
 from kq.kube import KubeClient
 from kq.obs import get_logger
 from kq.runtime import Bus
+from services.watcher.frameworks import FrameworkIntegration
 from services.watcher.handlers import CommandExecutor
 from services.watcher.integration import NEEDED_KINDS, JobIntegration
 from services.watcher.listwatch import KindLoop
@@ -41,7 +42,7 @@ class ClusterWatcher:
     """Everything the watcher does for one cluster."""
 
     def __init__(self, bus: Bus, cluster: str, client: KubeClient, settings: WatcherSettings, *,
-                 job_integration: bool = True) -> None:
+                 job_integration: bool = True, frameworks: frozenset[str] = frozenset()) -> None:
         self.bus = bus
         self.cluster = cluster
         self.client = client
@@ -59,11 +60,19 @@ class ClusterWatcher:
         # The Job integration needs Jobs, Workloads, flavors and priority classes; without them it is off.
         # Kueue's integrations.frameworks may leave batch/job out: then it is off too.
         self.integrate = job_integration and all(kind in kinds for kind in NEEDED_KINDS)
+        self.frameworks = FrameworkIntegration(client, self.objects, frameworks, workers=settings.job_workers,
+                                               retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
+                                               clock=bus.clock,
+                                               wait_for_pods_ready=bool(settings.wait_for_pods_ready))
+        # JobSets, pods and the rest: on when their kinds are mirrored (the switches per framework are inside).
+        self.integrate_frameworks = all(kind in kinds for kind in self.frameworks.needed_kinds)
         self.ungater = TopologyUngater(client, self.objects, retry_s=settings.retry_base_s)
-        jobs_on_change = self.jobs.on_change if self.integrate else _ignore
+        on_job = self.jobs.on_change if self.integrate else _ignore
+        on_framework = self.frameworks.on_change if self.integrate_frameworks else _ignore
 
         def on_change(kind: str, old: object, new: object) -> None:
-            jobs_on_change(kind, old, new)
+            on_job(kind, old, new)
+            on_framework(kind, old, new)
             self.ungater.on_change(kind, old, new)
 
         self.loops = [
@@ -89,6 +98,8 @@ class ClusterWatcher:
                 tg.create_task(loop.run(), name=f"listwatch:{self.cluster}:{loop.kind}")
             if self.integrate:
                 tg.create_task(self.jobs.run(), name=f"jobs:{self.cluster}")
+            if self.integrate_frameworks:
+                tg.create_task(self.frameworks.run(), name=f"frameworks:{self.cluster}")
             tg.create_task(self.ungater.run(), name=f"ungater:{self.cluster}")
             tg.create_task(
                 self.bus.consume_batches(
@@ -107,14 +118,16 @@ async def _mark_ready_when_synced(bus: Bus, watchers: list[ClusterWatcher]) -> N
 
 
 async def connect_clusters(stack: AsyncExitStack, bus: Bus, clusters: tuple[ClusterConfig, ...],
-                           settings: WatcherSettings, *, job_integration: bool = True) -> list[ClusterWatcher]:
+                           settings: WatcherSettings, *, job_integration: bool = True,
+                           frameworks: frozenset[str] = frozenset()) -> list[ClusterWatcher]:
     if not clusters:
         raise ValueError("watcher: no clusters configured (config `clusters`)")
     watchers: list[ClusterWatcher] = []
     for c in clusters:
         client = await KubeClient.from_kubeconfig(c.kubeconfig)
         stack.push_async_callback(client.close)
-        watchers.append(ClusterWatcher(bus, c.name, client, settings, job_integration=job_integration))
+        watchers.append(ClusterWatcher(bus, c.name, client, settings, job_integration=job_integration,
+                                       frameworks=frameworks))
     return watchers
 
 
@@ -132,5 +145,6 @@ async def main(bus: Bus, config: Config, settings: WatcherSettings | None = None
         settings = msgspec.structs.replace(settings, wait_for_pods_ready=wfpr is not None and wfpr.enable is not False)
     async with AsyncExitStack() as stack:
         watchers = await connect_clusters(stack, bus, config.clusters, settings,
-                                          job_integration=config.kueue.job_integration())
+                                          job_integration=config.kueue.job_integration(),
+                                          frameworks=config.kueue.frameworks())
         await run_watchers(bus, watchers)

@@ -72,7 +72,7 @@ class ClusterConfig(_Cfg, frozen=True, kw_only=True):
 
 
 def _fields(obj: msgspec.Struct, names: tuple[str, ...]) -> list[tuple[str, float]]:
-    enc = dict(zip(obj.__struct_fields__, obj.__struct_encode_fields__))
+    enc = dict(zip(obj.__struct_fields__, obj.__struct_encode_fields__, strict=True))
     return [(enc[n], getattr(obj, n)) for n in names]
 
 

@@ -23,7 +23,18 @@ from kq.api.meta import LabelSelector
 V1BETA2 = "config.kueue.x-k8s.io/v1beta2"
 V1BETA1 = "config.kueue.x-k8s.io/v1beta1"
 KIND = "Configuration"
-JOB_FRAMEWORK = "batch/job"  # the one job integration kq has
+JOB_FRAMEWORK = "batch/job"
+# The job integrations kq has (Kueue's framework names); the others are refused by name.
+KQ_FRAMEWORKS = frozenset((JOB_FRAMEWORK, "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset",
+                           "leaderworkerset.x-k8s.io/leaderworkerset"))
+# What Kueue's release manifest (config/components/manager/controller_manager_config.yaml) enables:
+# kq's default when `integrations.frameworks` is not given, so that a fresh `kq up` behaves as an
+# installed Kueue does.
+INSTALLED_FRAMEWORKS = (
+    JOB_FRAMEWORK, "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/raycluster", "ray.io/rayservice",
+    "jobset.x-k8s.io/jobset", "workload.codeflare.dev/appwrapper", "trainer.kubeflow.org/trainjob", "pod",
+    "deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset",
+)
 
 # Kueue field (camelCase path) -> the kq service that acts on it. A set field none of whose
 # users is in the build is reported as unused.
@@ -391,9 +402,18 @@ class KueueConfig(_K, frozen=True, kw_only=True):
                 field = self.__struct_encode_fields__[self.__struct_fields__.index(name)]
                 raise ValueError(f"{field}: not a field of {self.api_version}")
 
+    def frameworks(self) -> frozenset[str]:
+        """The enabled integrations: `integrations.frameworks`, else Kueue's installed defaults."""
+        if self.integrations is None or not self.integrations.frameworks:
+            return frozenset(INSTALLED_FRAMEWORKS)
+        return frozenset(self.integrations.frameworks)
+
     def job_integration(self) -> bool:
         """Kueue's Job integration is on unless `integrations.frameworks` leaves batch/job out."""
-        return self.integrations is None or not self.integrations.frameworks or JOB_FRAMEWORK in self.integrations.frameworks
+        return (
+            self.integrations is None or not self.integrations.frameworks
+            or JOB_FRAMEWORK in self.integrations.frameworks
+        )
 
 
 def convert_v1beta1(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -431,7 +451,7 @@ def unused_fields(cfg: KueueConfig, services: Iterable[str]) -> list[str]:
         if path in ("apiVersion", "kind"):
             continue
         if path == "integrations.frameworks" and cfg.integrations is not None:
-            out += [f"integrations.frameworks[{f}]" for f in cfg.integrations.frameworks if f != JOB_FRAMEWORK]
+            out += [f"integrations.frameworks[{f}]" for f in cfg.integrations.frameworks if f not in KQ_FRAMEWORKS]
             if JOB_FRAMEWORK in cfg.integrations.frameworks and "watcher" in present:
                 continue
             if "watcher" not in present and JOB_FRAMEWORK in cfg.integrations.frameworks:

@@ -42,3 +42,8 @@ def batch(kube: client.ApiClient) -> client.BatchV1Api:
 @pytest.fixture
 def custom(kube: client.ApiClient) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(kube)
+
+
+@pytest.fixture
+def apps(kube: client.ApiClient) -> client.AppsV1Api:
+    return client.AppsV1Api(kube)

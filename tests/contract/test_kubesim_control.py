@@ -192,9 +192,9 @@ async def test_disconnect_and_reconnect(sim: KubeSim, core: CoreV1Api, control: 
 async def test_partial_disconnect_cuts_only_clients_with_that_user_agent(sim: KubeSim, core: CoreV1Api,
                                                                         control: SimControl, tmp_path: Path) -> None:
     """MultiKueue's "the manager loses a worker": the worker's own clients keep working."""
-    from kq.kube import KubeClient, Unreachable
-
     import yaml
+
+    from kq.kube import KubeClient, Unreachable
 
     remote = await KubeClient.from_kubeconfig_dict(yaml.safe_load(sim.kubeconfig_yaml("manager")),
                                                    user_agent="kq-multikueue/test")

@@ -9,6 +9,7 @@ sample; that sum must never exceed the quota, and job-b's pods must have run by 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -35,7 +36,7 @@ def _running_cpu(kubesim: str) -> tuple[int, set[str]]:
     url = f"{kubesim}/clusters/manager/api/v1/namespaces/demo/pods"
     with urllib.request.urlopen(url, timeout=5) as resp:
         pods = json.load(resp)["items"]
-    total, jobs = 0, set()
+    total, jobs = 0, set[str]()
     for pod in pods:
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             continue
@@ -63,10 +64,8 @@ def test_running_cpu_never_exceeds_the_quota_while_a_workload_is_deactivated(tmp
                     kubesim = read_state(workdir).kubesim_url
                 time.sleep(0.05)  # polling for the stack to come up, not synchronisation
                 continue
-            try:
+            with contextlib.suppress(OSError):  # the stack is going down
                 samples.append(_running_cpu(kubesim))
-            except OSError:
-                pass  # the stack is going down
             time.sleep(0.02)
         out, err = proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
     finally:

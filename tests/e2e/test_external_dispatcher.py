@@ -10,8 +10,8 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from e2e.test_multikueue import _create, _job, _setup
 from support.wait import eventually
-from test_multikueue import _create, _job, _setup
 
 from kq.api.kueue import Workload
 from kq.api.meta import condition_is_true
@@ -49,7 +49,7 @@ async def test_cheapest_region_dispatcher_nominates_over_the_bus(tmp_path: Path,
             proc.terminate()
             try:
                 out, _ = await asyncio.wait_for(proc.communicate(), 10)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 proc.kill()
                 out, _ = await proc.communicate()
             for client in clients.values():

@@ -117,7 +117,8 @@ async def test_dispatcher_killed_mid_run_every_job_runs_exactly_once(tmp_path: P
                     return done
 
                 done = await eventually(all_finished, timeout=150, interval=0.2, what="every job finished")
-                assert all(find_condition(w.status.conditions, "Finished").reason == "Succeeded" for w in done)
+                finished = [find_condition(w.status.conditions, "Finished") for w in done]
+                assert all(c is not None and c.reason == "Succeeded" for c in finished), finished
                 assert all(w.status.cluster_name in ("worker-1", "worker-2") for w in done)
                 assert ledger.overlaps == [], ledger.overlaps
                 ran = {name: clusters for (_, name), clusters in ledger.created.items()}

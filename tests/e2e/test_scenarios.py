@@ -18,7 +18,7 @@ from _pytest.mark.structures import ParameterSet
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_EXAMPLES = REPO.parent / "shared" / "scenarios" / "examples"
-AREAS = ("core", "podsready", "tas", "multikueue")
+AREAS = ("core", "podsready", "tas", "multikueue", "integrations")
 FILES = [path for area in AREAS for root in (SHARED_EXAMPLES, REPO / "scenarios") for path in sorted(root.glob(f"{area}/*.yaml"))]
 RUN_TIMEOUT_S = 150  # stack start-up, the timeline (seconds), settling (bounded by the harness at 60 s)
 
@@ -26,7 +26,8 @@ pytestmark = pytest.mark.e2e
 
 
 def test_scenario_files_are_found() -> None:
-    assert len(FILES) >= 12, f"scenario files missing: looked in {SHARED_EXAMPLES} and {REPO / 'scenarios'}"
+    assert len([f for f in FILES if f.parent.name == "integrations"]) >= 10, "integration scenarios missing"
+    assert len(FILES) >= 22, f"scenario files missing: looked in {SHARED_EXAMPLES} and {REPO / 'scenarios'}"
 
 
 def _explain(proc: subprocess.CompletedProcess[str]) -> str:

@@ -9,16 +9,23 @@ from __future__ import annotations
 import os
 from collections import Counter
 from pathlib import Path
+from typing import TypedDict
 
 import msgspec
 import pytest
+from e2e.test_cli_stack import kq
+from support.wait import eventually
 
 from kq.api.topology import topology_domains
 from kq.api.workload import Workload
 from kq.kube import KubeClient
 from kq.stack import stop_stack
-from support.wait import eventually
-from test_cli_stack import kq
+
+
+class Placed(TypedDict):
+    racks: set[str]  # the racks its pods landed on
+    pods: int
+
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 
@@ -46,12 +53,12 @@ async def test_kueue_tas_examples_are_placed_and_land_where_assigned(tmp_path: P
             jobs[kind] = created.out.split()[0].split("/", 1)[1]
         client = await KubeClient.from_kubeconfig(str(tmp_path / "s" / "kubeconfigs" / "manager.kubeconfig"))
 
-        async def placed() -> dict[str, dict[str, object]]:
+        async def placed() -> dict[str, Placed]:
             nodes = {n["metadata"]["name"]: n["metadata"]["labels"]
                      for n in (msgspec.json.decode(r) for r in (await client.list("node"))[0])}
             pods = [msgspec.json.decode(r) for r in (await client.list("pod", "default"))[0]]
             wls = [msgspec.json.decode(r, type=Workload) for r in (await client.list("workload", "default"))[0]]
-            out: dict[str, dict[str, object]] = {}
+            out: dict[str, Placed] = {}
             for kind, job in jobs.items():
                 [wl] = [w for w in wls if w.metadata.name.startswith(f"job-{job}-")]
                 assert wl.status.admission is not None, f"{kind}: not admitted yet"

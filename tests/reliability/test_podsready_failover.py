@@ -13,6 +13,7 @@ import signal
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import msgspec
@@ -45,7 +46,7 @@ async def stack(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator
 
 
 async def _world(kube: KubeClient, sim_url: str) -> None:
-    docs = [
+    docs: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ns"}},
         {"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": {"name": "default"}},
         {"apiVersion": KUEUE, "kind": "ClusterQueue", "metadata": {"name": "cq"}, "spec": {
@@ -56,10 +57,12 @@ async def _world(kube: KubeClient, sim_url: str) -> None:
     ]
     for d in docs:
         await kube.create(d["kind"], d["metadata"].get("namespace"), d)
-    async with aiohttp.ClientSession() as http:  # the pods of j1 never become ready
-        async with http.post(f"{sim_url}/kubesim/clusters/manager/pods",
-                             json={"namespace": "ns", "name": "j1", "neverReady": True}) as resp:
-            assert resp.status < 300, await resp.text()
+    async with (  # the pods of j1 never become ready
+        aiohttp.ClientSession() as http,
+        http.post(f"{sim_url}/kubesim/clusters/manager/pods",
+                  json={"namespace": "ns", "name": "j1", "neverReady": True}) as resp,
+    ):
+        assert resp.status < 300, await resp.text()
     await kube.create("Job", "ns", {
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "j1", "namespace": "ns", "labels": {"kueue.x-k8s.io/queue-name": "lq"}},
@@ -91,6 +94,7 @@ async def _eviction(bus: Bus, wl: Workload) -> WorkloadEvictedEvent:
 
     async def probe() -> WorkloadEvictedEvent:
         msg = await bus.js.get_last_msg(subjects.EVENTS_STREAM, subject)
+        assert msg.data is not None, msg
         ev = decision_decoder.decode(msg.data)
         assert isinstance(ev, WorkloadEvictedEvent) and ev.reason == "PodsReadyTimeout", ev
         return ev

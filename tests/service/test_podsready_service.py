@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 import pytest
@@ -55,7 +55,7 @@ def workload(name: str, rv: int, *, admitted: str | None = None, ready: bool = F
 
 async def put(bus: Bus, doc: dict[str, Any], *, delete: bool = False) -> None:
     md = doc["metadata"]
-    op = "delete" if delete else "put"
+    op: Literal["put", "delete"] = "delete" if delete else "put"
     await bus.publish(subjects.object_subject(C, "workload", "ns", md["name"]), msgspec.json.encode(doc),
                       msg_id=mirror_msg_id(C, "workload", "ns", md["name"], md["resourceVersion"], op),
                       headers=record_headers(op, md["resourceVersion"], md["uid"]))
@@ -99,7 +99,7 @@ async def _next_second() -> float:
 
 @pytest.mark.parametrize("local", [True, False], ids=["local-timers", "bus-timers-alone"])
 async def test_timeout_evicts_the_unready_only_on_time(bus: Bus, local: bool) -> None:
-    async with running(bus, TermSettings(local_timers=local)) as (term, cmds):
+    async with running(bus, TermSettings(local_timers=local)) as (_term, cmds):
         await eventually(lambda: cmds.of(Fence), timeout=5, what="the fence (epoch 5) before any decision")
         admitted = await _next_second()
         await put(bus, workload("slow", 1, admitted=_ts(admitted)))
@@ -115,7 +115,7 @@ async def test_timeout_evicts_the_unready_only_on_time(bus: Bus, local: bool) ->
 
 
 async def test_deleted_workload_stops_its_timer(bus: Bus) -> None:
-    async with running(bus, TermSettings()) as (term, cmds):
+    async with running(bus, TermSettings()) as (_term, cmds):
         admitted = await _next_second()
         gone = workload("gone", 1, admitted=_ts(admitted))
         await put(bus, gone)
@@ -126,7 +126,7 @@ async def test_deleted_workload_stops_its_timer(bus: Bus) -> None:
 
 
 async def test_backoff_end_is_a_command(bus: Bus) -> None:
-    async with running(bus, TermSettings()) as (term, cmds):
+    async with running(bus, TermSettings()) as (_term, cmds):
         at = await _next_second() + 1
         await put(bus, workload("waiting", 3, requeue_at=_ts(at)))
         [(seen, cmd)] = await eventually(lambda: cmds.of(FinishRequeueBackoff, "waiting"), timeout=10,
@@ -138,6 +138,6 @@ async def test_overdue_after_a_restart_is_decided_at_once(bus: Bus) -> None:
     admitted = time.time() - 10
     await put(bus, workload("overdue", 1, admitted=_ts(admitted)))
     t0 = time.time()
-    async with running(bus, TermSettings(), epoch=9) as (term, cmds):
+    async with running(bus, TermSettings(), epoch=9) as (_term, cmds):
         [(seen, ev)] = await eventually(lambda: cmds.of(EvictWorkload, "overdue"), timeout=10, what="the eviction")
         assert ev.epoch == 9 and seen - t0 < 5

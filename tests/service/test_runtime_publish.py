@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import msgspec
 import pytest
 from nats.js import api
+from nats.js.errors import NoStreamResponseError
 from support.wait import eventually
 
 from kq import subjects
@@ -132,5 +133,5 @@ async def test_publish_batch_stores_every_message_once(bus: Bus) -> None:
 async def test_publish_batch_retries_what_the_stream_refused(bus: Bus) -> None:
     # Not in any stream: no ack comes (no responders), so each is published again the careful way,
     # which then fails loudly instead of being dropped.
-    with pytest.raises(Exception):
+    with pytest.raises(NoStreamResponseError):
         await bus.publish_batch([OutMsg("kq.v1.nowhere.x", b"x", "nowhere-1")], timeout_s=0.5)

@@ -5,9 +5,12 @@ respects the capacity the first one handed out: holds are rebuilt from the log."
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from typing import Any
 
 import msgspec
 import pytest
+from support.wait import eventually
 
 from kq import subjects
 from kq.api.topology import topology_domains
@@ -17,13 +20,12 @@ from kq.mirror import SyncMarker, encode_marker, mirror_msg_id, record_headers, 
 from kq.placement import PodSetPlacementRequest, SolveReply, SolveRequest, encoder, reply_decoder
 from kq.runtime import Bus
 from services.tas.service import NEEDED_KINDS, TasSettings, main
-from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(90)
 
 CLUSTER = "manager"
 RACK = "cloud.provider.com/topology-rack"
-OBJECTS = [
+OBJECTS: list[tuple[str, str, str, dict[str, Any]]] = [
     ("topology", "", "dc", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": "dc", "uid": "t"},
                             "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": "kubernetes.io/hostname"}]}}),
     ("resourceflavor", "", "tas", {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
@@ -73,10 +75,8 @@ async def _ask(bus: Bus, name: str) -> SolveReply:
 
 async def _stop(b: Bus, task: asyncio.Task[None]) -> None:
     task.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError, Exception):
         await task
-    except (asyncio.CancelledError, Exception):
-        pass
     await b.close()
 
 

@@ -38,10 +38,13 @@ def cluster_configs(sim: KubeSim, tmp: Path, clusters: list[str]) -> tuple[Clust
 
 @asynccontextmanager
 async def running_watcher(bus: Bus, sim: KubeSim, tmp: Path, clusters: list[str],
-                          settings: WatcherSettings = FAST, sync_timeout: float = 30.0) -> AsyncIterator[list[ClusterWatcher]]:
-    """The watcher in-process, started and synced (every kind listed into the mirror); stopped after."""
+                          settings: WatcherSettings = FAST, sync_timeout: float = 30.0,
+                          frameworks: frozenset[str] = frozenset()) -> AsyncIterator[list[ClusterWatcher]]:
+    """The watcher in-process, started and synced (every kind listed into the mirror); stopped after.
+    `frameworks`: the job frameworks besides batch/job it integrates (Kueue's names)."""
     async with AsyncExitStack() as stack:
-        watchers = await connect_clusters(stack, bus, cluster_configs(sim, tmp, clusters), settings)
+        watchers = await connect_clusters(stack, bus, cluster_configs(sim, tmp, clusters), settings,
+                                          frameworks=frameworks)
         task = asyncio.create_task(run_watchers(bus, watchers), name="watcher-under-test")
         try:
             synced: asyncio.Future[list[None]] = asyncio.ensure_future(asyncio.gather(*(w.wait_synced() for w in watchers)))

@@ -148,7 +148,12 @@ REJECTIONS = [
         "apiVersion: kueue.x-k8s.io/v9\nkind: ClusterQueue\nmetadata: {name: cq}\n",
         ["kind: unknown apiVersion/kind kueue.x-k8s.io/v9/ClusterQueue", "served as kueue.x-k8s.io/v1beta2"],
     ),
-    ("unknown-kind", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\n", ["unknown apiVersion/kind apps/v1"]),
+    ("unknown-kind", "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d}\n", ["unknown apiVersion/kind apps/v1"]),
+    ("framework-not-built", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: r}\n",
+     ["kind: ray.io/v1/RayJob", "not available in kq yet"]),
+    ("pod-group-total-count", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: n, labels: "
+     "{kueue.x-k8s.io/pod-group-name: g}, annotations: {kueue.x-k8s.io/pod-group-total-count: two}}\n"
+     "spec: {containers: [{name: c}]}\n", ["kueue.x-k8s.io/pod-group-total-count", "positive integer"]),
     ("missing-metadata", "apiVersion: v1\nkind: Namespace\n", ["metadata: required"]),
     ("missing-name", "apiVersion: v1\nkind: Namespace\nmetadata: {labels: {a: b}}\n", ["metadata.name: required"]),
     ("bad-name", "apiVersion: v1\nkind: Namespace\nmetadata: {name: Team_A}\n", ["metadata.name:", "not a valid name"]),

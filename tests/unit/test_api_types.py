@@ -454,7 +454,7 @@ def test_registry_covers_every_kind():
     assert {i.kind for i in KINDS} == {
         "Namespace", "Node", "Pod", "Secret", "PriorityClass", "Job", "JobSet", "ResourceFlavor", "ClusterQueue", "LocalQueue",
         "Cohort", "Topology", "AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster", "WorkloadPriorityClass", "Event",
-        "Workload",
+        "Workload", "Deployment", "ReplicaSet", "StatefulSet", "LeaderWorkerSet",
     }  # fmt: skip
     info = kind_for("kueue.x-k8s.io/v1beta2", "LocalQueue")
     assert (info.plural, info.namespaced, info.has_status, info.token, info.strict) == (
@@ -470,7 +470,7 @@ def test_registry_covers_every_kind():
     with pytest.raises(UnknownKindError):
         kind_for("kueue.x-k8s.io/v1beta1", "ClusterQueue")
     with pytest.raises(UnknownKindError):
-        kind_info("Deployment")
+        kind_info("DaemonSet")
 
 
 def _sel(match_labels=None, *exprs):

@@ -191,9 +191,14 @@ def test_nats_is_a_three_node_jetstream_cluster():
     assert conf.count(f"nats-headless.{NAMESPACE}.svc") == 3
 
 
+def _policy(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    (policy,) = [p for p in _of_kind("MutatingAdmissionPolicy") if p["metadata"]["name"] == name]
+    (binding,) = [b for b in _of_kind("MutatingAdmissionPolicyBinding") if b["spec"]["policyName"] == name]
+    return policy, binding
+
+
 def test_queued_jobs_are_created_suspended():
-    (policy,) = _of_kind("MutatingAdmissionPolicy")
-    (binding,) = _of_kind("MutatingAdmissionPolicyBinding")
+    policy, binding = _policy("kq-suspend-queued-jobs")
     assert policy["apiVersion"] == binding["apiVersion"] == "admissionregistration.k8s.io/v1beta1"
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
     rules = policy["spec"]["matchConstraints"]["resourceRules"]
@@ -201,6 +206,20 @@ def test_queued_jobs_are_created_suspended():
     assert "kueue.x-k8s.io/queue-name" in policy["spec"]["matchConditions"][0]["expression"]
     (mutation,) = policy["spec"]["mutations"]
     assert "suspend: true" in mutation["applyConfiguration"]["expression"]
+
+
+def test_queued_pods_are_created_gated_and_serving_templates_carry_the_queue():
+    policy, binding = _policy("kq-gate-queued-pods")
+    assert binding["apiVersion"] == policy["apiVersion"]
+    rules = policy["spec"]["matchConstraints"]["resourceRules"]
+    assert rules == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}]
+    expressions = " ".join(c["expression"] for c in policy["spec"]["matchConditions"])
+    assert "kueue.x-k8s.io/queue-name" in expressions and "'Job'" in expressions and "'JobSet'" in expressions
+    (mutation,) = policy["spec"]["mutations"]
+    assert "kueue.x-k8s.io/admission" in mutation["jsonPatch"]["expression"]
+    serving, _ = _policy("kq-queue-serving-templates")
+    (rule,) = serving["spec"]["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["deployments", "statefulsets"]
 
 
 def _openapi_as_jsonschema(node: Any) -> Any:

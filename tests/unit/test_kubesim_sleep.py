@@ -1,4 +1,4 @@
-"""kubesim runs no containers; a container whose whole command is `sleep N` runs N seconds."""
+"""kubesim runs no containers; a container whose whole command is `sleep N` (echos aside) runs N seconds."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ CASES = [
     ("kueue-sample", {"command": ["/bin/sh"], "args": ["-c", "sleep 60"]}, 60.0),
     ("bash-exec", {"command": ["bash", "-c", "exec sleep 1.5"]}, 1.5),
     ("sleep-binary", {"command": ["sleep"], "args": ["2m"]}, 120.0),
-    ("more-than-sleep", {"command": ["sh", "-c", "sleep 5 && echo done"]}, None),
+    ("more-than-sleep", {"command": ["sh", "-c", "sleep 5 && python train.py"]}, None),
+    ("echo-then-sleep", {"command": ["sh", "-c", 'echo "hello world from the leader pod" && sleep 3']}, 3.0),
+    ("sleep-then-echo", {"command": ["sh", "-c", "sleep 5; echo done"]}, 5.0),
+    ("echo-redirect", {"command": ["sh", "-c", "echo x > /tmp/f && sleep 1"]}, None),
     ("no-command", {"image": "busybox"}, None),
     ("other-program", {"command": ["python", "train.py"]}, None),
 ]

@@ -35,7 +35,7 @@ class _Bus:
 
 class InMemoryLease(Lease):
     def __init__(self, key: _Key, clock: FakeClock, holder: str, ttl: int = 9, **kw: float) -> None:
-        super().__init__(_Bus(clock), "admission", "p", holder, ttl=ttl, clock=clock, **kw)  # type: ignore[arg-type]
+        super().__init__(_Bus(clock), "admission", "p", holder, ttl=ttl, clock=clock, **kw)  # type: ignore[arg-type]  # a fake bus: the lease reads only its clock and log
         self.kv = key
 
     async def _last(self) -> tuple[int, LeaseValue | None]:

@@ -121,7 +121,7 @@ class Assignment:
     def total_requests_for(self, wl: Workload) -> dict[FR, int]:
         """The workload's quota needs under this assignment, without the synthetic "pods" requests."""
         usage: dict[FR, int] = {}
-        for ps_spec, ps in zip(wl.pod_sets, self.pod_sets):
+        for ps_spec, ps in zip(wl.pod_sets, self.pod_sets, strict=False):
             for res, q in pod_set_totals(ps_spec, ps.count).items():
                 choice = ps.flavors.get(res)
                 if q == 0 or choice is None:

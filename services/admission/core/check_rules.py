@@ -14,7 +14,6 @@ from .model import AdmissionCheckState, Workload
 from .parts import Parts
 from .workloads import ReservedInfo
 
-
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 

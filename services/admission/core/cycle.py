@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import msgspec
 
-from . import placements as tas
 from . import check_rules
+from . import placements as tas
 from . import workload_sync as ws
 from .assignment import DEFERRED_FIT, FIT, NO_FIT, PREEMPT, Assignment
 from .decisions import AdmissionDecision, CycleResult, PlacementRequest, PreemptionDecision

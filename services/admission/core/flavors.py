@@ -168,7 +168,9 @@ class FlavorAssigner:
             attempted = idx
             name = names[idx]
             if self.nomination and name != pinned:
-                reasons.append(f"skipping flavor {name} as it is not found in the nomination mapping for resource {res}")
+                reasons.append(
+                    f"skipping flavor {name} as it is not found in the nomination mapping for resource {res}"
+                )
                 continue
             problem = self._check_flavor(name, ps)
             if problem is not None:
@@ -263,7 +265,7 @@ def search_partial_counts(pod_sets: tuple[PodSet, ...], fits: Callable[[list[int
 
     def probe(i: int) -> bool:
         nonlocal last_good_idx, last_result
-        counts = [f - (d * i) // total for f, d in zip(full, deltas)]
+        counts = [f - (d * i) // total for f, d in zip(full, deltas, strict=True)]
         r = fits(counts)
         if r is not None:
             last_good_idx, last_result = i, r

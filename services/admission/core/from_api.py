@@ -108,7 +108,9 @@ def _taint(t: api_core.Taint) -> Taint:
 
 
 def _toleration(t: api_core.Toleration) -> Toleration:
-    return Toleration(key=t.key, operator="Exists" if t.operator == "Exists" else "Equal", value=t.value, effect=t.effect)
+    return Toleration(
+        key=t.key, operator="Exists" if t.operator == "Exists" else "Equal", value=t.value, effect=t.effect
+    )
 
 
 def _groups(groups: tuple[api.ResourceGroup, ...], where: str) -> tuple[ResourceGroup, ...]:
@@ -126,7 +128,9 @@ def _groups(groups: tuple[api.ResourceGroup, ...], where: str) -> tuple[Resource
                         borrowing_limit=None
                         if rq.borrowing_limit is None
                         else _milli(rq.borrowing_limit, f"{at}.borrowingLimit"),
-                        lending_limit=None if rq.lending_limit is None else _milli(rq.lending_limit, f"{at}.lendingLimit"),
+                        lending_limit=(
+                            None if rq.lending_limit is None else _milli(rq.lending_limit, f"{at}.lendingLimit")
+                        ),
                     )
                 )
             flavors.append(FlavorQuotas(name=fq.name, resources=tuple(quotas)))
@@ -189,7 +193,8 @@ def cluster_queue(obj: api.ClusterQueue) -> ClusterQueue:
     checks: tuple[AdmissionCheckRule, ...] = ()
     if spec.admission_checks_strategy is not None:
         checks = tuple(
-            AdmissionCheckRule(name=r.name, on_flavors=r.on_flavors) for r in spec.admission_checks_strategy.admission_checks
+            AdmissionCheckRule(name=r.name, on_flavors=r.on_flavors)
+            for r in spec.admission_checks_strategy.admission_checks
         )
     return ClusterQueue(
         name=obj.metadata.name,
@@ -200,7 +205,9 @@ def cluster_queue(obj: api.ClusterQueue) -> ClusterQueue:
         preemption=Preemption(
             within_cluster_queue=spec.preemption.within_cluster_queue,
             reclaim_within_cohort=spec.preemption.reclaim_within_cohort,
-            borrow_within_cohort=BorrowWithinCohort(policy=bwc.policy, max_priority_threshold=bwc.max_priority_threshold),
+            borrow_within_cohort=BorrowWithinCohort(
+                policy=bwc.policy, max_priority_threshold=bwc.max_priority_threshold
+            ),
         ),
         flavor_fungibility=FlavorFungibility(
             when_can_borrow=spec.flavor_fungibility.when_can_borrow,
@@ -334,7 +341,9 @@ def workload(obj: api.Workload) -> Workload:
                 PodSetAssignment(
                     name=psa.name,
                     flavors=dict(psa.flavors),
-                    resource_usage=_resource_list(psa.resource_usage, f"{key}: status.admission.podSetAssignments[{i}]"),
+                    resource_usage=_resource_list(
+                        psa.resource_usage, f"{key}: status.admission.podSetAssignments[{i}]"
+                    ),
                     count=psa.count if psa.count is not None else counts.get(psa.name, 0),
                     topology_assignment=psa.topology_assignment,
                 )

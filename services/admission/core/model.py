@@ -8,7 +8,7 @@ Apply them with `SchedulerState.apply(event)`; `Deleted` removes an object of an
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal
 
 import msgspec
 
@@ -274,19 +274,19 @@ class Deleted(_Rec, frozen=True, kw_only=True):
     namespace: str = ""
 
 
-Event = Union[
-    ResourceFlavor,
-    ClusterQueue,
-    Cohort,
-    LocalQueue,
-    Namespace,
-    WorkloadPriorityClass,
-    AdmissionCheck,
-    Workload,
-    Topology,
-    PlacementAnswer,
-    Deleted,
-]
+Event = (
+    ResourceFlavor
+    | ClusterQueue
+    | Cohort
+    | LocalQueue
+    | Namespace
+    | WorkloadPriorityClass
+    | AdmissionCheck
+    | Workload
+    | Topology
+    | PlacementAnswer
+    | Deleted
+)
 
 
 class FairSharingConfig(_Rec, frozen=True, kw_only=True):

@@ -22,7 +22,6 @@ from .preemption import candidate_order, satisfies_policy
 from .runtime import ClusterQueueRuntime
 from .workloads import PendingInfo, ReservedInfo
 
-
 ANSWER_TTL_S = 10.0  # well within the solver's hold (30 s by default)
 
 
@@ -112,7 +111,10 @@ def pod_set_asks(pod_sets: list[tuple[PodSet, int, set[str]]], cq: ClusterQueueR
         requested = _requested(spec)
         if requested and not tas:
             names = ", ".join(sorted(assigned))
-            return f"couldn't assign flavors to pod set {spec.name}: flavor {names} does not support TopologyAwareScheduling"
+            return (
+                f"couldn't assign flavors to pod set {spec.name}: "
+                f"flavor {names} does not support TopologyAwareScheduling"
+            )
         if not tas or not (requested or all_tas):
             continue
         asks.append(PodSetAsk(
@@ -142,7 +144,11 @@ def candidates(info: PendingInfo, cq: ClusterQueueRuntime, reserved: list[Reserv
                 out.append(c)
         elif policy.reclaim_within_cohort != "Never" and cq.spec.cohort is not None:
             other = cqs.get(c.cq)
-            if other is not None and other.node.root() is root and satisfies_policy(info, c, policy.reclaim_within_cohort):
+            if (
+                other is not None
+                and other.node.root() is root
+                and satisfies_policy(info, c, policy.reclaim_within_cohort)
+            ):
                 out.append(c)
     out.sort(key=candidate_order(cq.name))
     return tuple(c.key for c in out)

@@ -105,7 +105,11 @@ class ClusterQueueRuntime:
         self.flavor_names = tuple(names)
         quotas = self.node.quotas
         self.status_layout = tuple(
-            (fq.name, tuple((r, quotas[(fq.name, r)].nominal if (fq.name, r) in quotas else 0) for r in sorted(rg.covered_resources)))
+            (
+                fq.name,
+                tuple((r, quotas[(fq.name, r)].nominal if (fq.name, r) in quotas else 0)
+                      for r in sorted(rg.covered_resources)),
+            )
             for rg in spec.resource_groups
             for fq in rg.flavors
         )

@@ -62,7 +62,9 @@ def _groups(groups: tuple[ResourceGroup, ...], where: str, has_parent: bool) -> 
             seen_flavors.add(fq.name)
             names = [rq.name for rq in fq.resources]
             if sorted(names) != sorted(rg.covered_resources) or len(set(names)) != len(names):
-                raise InvalidEvent(f"{fat}.resources: must list exactly the covered resources {list(rg.covered_resources)}")
+                raise InvalidEvent(
+                    f"{fat}.resources: must list exactly the covered resources {list(rg.covered_resources)}"
+                )
             for k, rq in enumerate(fq.resources):
                 rat = f"{fat}.resources[{k}]"
                 if rq.nominal < 0:

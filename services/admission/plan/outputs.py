@@ -11,7 +11,7 @@ outcome says which command it is about in typed fields (kq.messages.CommandOutco
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, Literal, NamedTuple
 
@@ -106,7 +106,7 @@ def format_quantity(milli: int, resource: str) -> str:
 
 
 def rfc3339(now: float) -> str:
-    return datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def api_admission(cluster_queue: str, pod_sets: tuple[PodSetAssignment, ...]) -> api.Admission:
@@ -136,7 +136,7 @@ def _active(facts: QueueFacts | None, active: bool, reason: str, message: str, n
         status=status,
         reason=reason,
         message=message,
-        last_transition_time=ltt or format_time(datetime.fromtimestamp(now, timezone.utc)),
+        last_transition_time=ltt or format_time(datetime.fromtimestamp(now, UTC)),
         observed_generation=facts.generation if facts is not None else None,
     )
 
@@ -182,7 +182,10 @@ def cluster_queue_status(s: ClusterQueueStatus, facts: QueueFacts | None, now: f
         pending_workloads=s.pending_workloads,
         reserving_workloads=s.reserving_workloads,
         admitted_workloads=s.admitted_workloads,
-        fair_sharing=None if s.weighted_share is None else api.FairSharingStatus(weighted_share=weighted_share(s.weighted_share)),
+        fair_sharing=(
+            None if s.weighted_share is None
+            else api.FairSharingStatus(weighted_share=weighted_share(s.weighted_share))
+        ),
     )
 
 
@@ -247,7 +250,10 @@ def plan_outputs(
     # workload in this batch is not sent (its decision event still is).
     last_pending = {q.workload: i for i, result in enumerate(results) for q in result.pending}
     for i, result in enumerate(results):
-        _decisions(b, result, admission_of, errors, lambda key, i=i: last_pending[key] != i)
+        def superseded(key: str, i: int = i) -> bool:
+            return last_pending[key] != i
+
+        _decisions(b, result, admission_of, errors, superseded)
         cq_last.update((s.name, s) for s in result.cluster_queues)
         lq_last.update((f"{s.namespace}/{s.name}", s) for s in result.local_queues)
     _pending_last(b.out)

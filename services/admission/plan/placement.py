@@ -17,7 +17,7 @@ def solve_request(cluster: str, req: PlacementRequest, uids: dict[str, str]) -> 
             name=a.name, count=a.count, flavor=a.flavor, requests=dict(a.requests),
             topology_request=a.topology_request, implied=a.implied,
             tolerations=tuple(api_core.Toleration(key=t.key, operator=t.operator, value=t.value,
-                                                  effect=t.effect)  # type: ignore[arg-type]
+                                                  effect=t.effect)  # type: ignore[arg-type]  # read from kq.api, so one of its literals
                               for t in a.tolerations),
             node_selector=dict(a.node_selector),
         )

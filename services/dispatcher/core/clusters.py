@@ -44,9 +44,11 @@ def admission_check_condition(ac: AdmissionCheck, configs: dict[str, MultiKueueC
         return cond(False, "BadConfig", "Cannot load the AdmissionChecks parameters: want a MultiKueueConfig")
     cfg = configs.get(p.name)
     if cfg is None:
-        return cond(False, "BadConfig", f'Cannot load the AdmissionChecks parameters: MultiKueueConfig "{p.name}" not found')
+        return cond(False, "BadConfig",
+                    f'Cannot load the AdmissionChecks parameters: MultiKueueConfig "{p.name}" not found')
     missing = [c for c in cfg.spec.clusters if c not in clusters]
-    inactive = [c for c in cfg.spec.clusters if c in clusters and not condition_is_true(clusters[c].status.conditions, k.ACTIVE)]
+    inactive = [c for c in cfg.spec.clusters
+                if c in clusters and not condition_is_true(clusters[c].status.conditions, k.ACTIVE)]
     if not missing and not inactive:
         return cond(True, "Active", "The admission check is active")
     parts = []

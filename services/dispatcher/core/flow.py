@@ -19,7 +19,18 @@ from kq.api.core import Job, JobStatus
 from kq.api.kueue import Workload
 from kq.api.meta import Condition, find_condition, parse_time
 
-from .model import LEASE_ANNOTATION, ClusterView, Finish, Inputs, Nominate, Plan, SetCheck, Settings, SyncJob
+from .model import (
+    LEASE_ANNOTATION,
+    ClusterView,
+    Finish,
+    Inputs,
+    ManagerIntent,
+    Nominate,
+    Plan,
+    SetCheck,
+    Settings,
+    SyncJob,
+)
 
 
 def _true(wl: Workload, type_: str) -> Condition | None:
@@ -71,7 +82,8 @@ def _no_adapter(inp: Inputs) -> str | None:
         return f'No multikueue adapter found for owner kind "{group}/{version}, Kind={kind}"'
     job = inp.local_job
     if job is not None and job.spec.managed_by != k.MULTIKUEUE_MANAGED_BY:
-        return f'The owner is not managed by Kueue: Expecting spec.managedBy to be "{k.MULTIKUEUE_MANAGED_BY}" not "{job.spec.managed_by or ""}"'
+        return ("The owner is not managed by Kueue: Expecting spec.managedBy to be "
+                f'"{k.MULTIKUEUE_MANAGED_BY}" not "{job.spec.managed_by or ""}"')
     return None
 
 
@@ -86,10 +98,10 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
     evicted = _true(local, k.WORKLOAD_EVICTED)
     reserved = _true(local, k.WORKLOAD_QUOTA_RESERVED)
     if finished or evicted or reserved is None or local.metadata.deletion_timestamp is not None:
-        manager = ()
+        stopped: tuple[ManagerIntent, ...] = ()
         if not finished and inp.local_job is not None and (st := _job_stopped_status(inp.local_job)) is not None:
-            manager = (SyncJob(status=st),)
-        return Plan(delete=tuple(sorted(copies)) + stale, manager=manager, reset_round=True, why="no copies wanted")
+            stopped = (SyncJob(status=st),)
+        return Plan(delete=tuple(sorted(copies)) + stale, manager=stopped, reset_round=True, why="no copies wanted")
     cs = check_state(local, inp.check)
     if cs is None or cs[0] == k.CHECK_REJECTED:
         return Plan(delete=stale, why="no MultiKueue check to serve")
@@ -110,7 +122,7 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
                 return Plan(delete=stale, why="remote out of sync, check not ready")
             msg = f"Remote workload on worker cluster {c!r} is out of sync with its user job, resetting for re-dispatch"
             return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_RETRY, message=msg),), why="remote out of sync")
-        manager: list = []
+        manager: list[ManagerIntent] = []
         rjob = inp.remote_jobs.get(c)
         if not winner_name and rjob is not None and state not in (k.CHECK_RETRY, k.CHECK_REJECTED):
             # It ran and finished before its cluster was recorded (a dispatcher restart in between):
@@ -155,7 +167,8 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
                         why="admitting worker lost")
         if not winner_name:
             msg = "Admission check is Ready but no admitting cluster is recorded"
-            return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_RETRY, message=msg),), why="ready without cluster")
+            return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_RETRY, message=msg),),
+                        why="ready without cluster")
         return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_RETRY, message="Admitting remote no longer exists"),),
                     why="admitting copy gone")
 
@@ -183,7 +196,7 @@ def _converge(inp: Inputs, s: Settings, winner: str, copies: dict[str, Workload]
     if s.lease_enabled and (held is None or held - inp.now < s.lease_s - s.renew_every_s):
         renew = inp.now + s.lease_s
     others = tuple(c for c in sorted(copies) if c != winner)
-    manager: list = []
+    manager: list[ManagerIntent] = []
     create_job = None
     rjob = inp.remote_jobs.get(winner)
     if inp.local_job is not None:
@@ -191,7 +204,8 @@ def _converge(inp: Inputs, s: Settings, winner: str, copies: dict[str, Workload]
             create_job = winner
         elif (st := _job_status_wanted(inp.local_job, rjob)) is not None:
             manager.append(SyncJob(status=st))
-    if state not in (k.CHECK_RETRY, k.CHECK_REJECTED) and (state != k.CHECK_READY or local.status.cluster_name != winner):
+    if state not in (k.CHECK_RETRY, k.CHECK_REJECTED) and (
+            state != k.CHECK_READY or local.status.cluster_name != winner):
         manager.insert(0, SetCheck(state=k.CHECK_READY, message=f'The workload was admitted on "{winner}"',
                                    cluster_name=winner))
     return Plan(delete=others + stale, create_job=create_job, manager=tuple(manager),
@@ -203,7 +217,7 @@ def _nominate(inp: Inputs, s: Settings, copies: dict[str, Workload], stale: tupl
     local = inp.local
     available = [c.name for c in inp.clusters if c.available]
     current = tuple(local.status.nominated_cluster_names)
-    manager: list = []
+    manager: list[ManagerIntent] = []
     wake = None
     round_started = None
     awaiting = False
@@ -235,7 +249,8 @@ def _nominate(inp: Inputs, s: Settings, copies: dict[str, Workload], stale: tupl
     if pending and pending != message:
         manager.append(SetCheck(state=k.CHECK_PENDING, message=pending))
     return Plan(delete=delete, create=create, manager=tuple(manager), wake_in=wake, round_started=round_started,
-                round_nominated=nominated if round_started is not None else (), awaiting_nomination=awaiting, why=f"nominated {', '.join(sorted(nominated)) or 'none'}")
+                round_nominated=nominated if round_started is not None else (), awaiting_nomination=awaiting,
+                why=f"nominated {', '.join(sorted(nominated)) or 'none'}")
 
 
 def _pending_message(copies: dict[str, Workload], nominated: set[str]) -> str:

@@ -7,7 +7,7 @@ first, then creates, then the Job) and manager intents into commands for the wat
 
 from __future__ import annotations
 
-from typing import Literal, Union
+from typing import Literal
 
 import msgspec
 
@@ -100,7 +100,7 @@ class SyncJob(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     status: JobStatus
 
 
-ManagerIntent = Union[SetCheck, Nominate, Finish, SyncJob]
+ManagerIntent = SetCheck | Nominate | Finish | SyncJob
 
 
 class Plan(msgspec.Struct, frozen=True, kw_only=True):

@@ -76,7 +76,7 @@ def expired(workloads: list[Workload], after_finished_s: float | None, after_dea
             continue
         ev = find_condition(wl.status.conditions, k.WORKLOAD_EVICTED)
         if (after_deactivated_s is not None and wl.spec.active is False and ev is not None and ev.status == "True"
-                and deactivated_by_kueue(ev.reason) and ev.last_transition_time):
-            if (now - parse_time(ev.last_transition_time)).total_seconds() >= after_deactivated_s:
-                out.append((wl, "AfterDeactivatedByKueue"))
+                and deactivated_by_kueue(ev.reason) and ev.last_transition_time
+                and (now - parse_time(ev.last_transition_time)).total_seconds() >= after_deactivated_s):
+            out.append((wl, "AfterDeactivatedByKueue"))
     return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, NamedTuple, Union
+from typing import Literal, NamedTuple
 
 import msgspec
 
@@ -96,7 +96,7 @@ class FinishBackoff(msgspec.Struct, frozen=True, kw_only=True, tag="FinishBackof
     requeue_at: str
 
 
-Decision = Union[Evict, Deactivate, FinishBackoff]
+Decision = Evict | Deactivate | FinishBackoff
 
 
 class Changes(msgspec.Struct, kw_only=True):

@@ -43,10 +43,8 @@ def backoff_seconds(cfg: PodsReadyConfig, count: int, uid: str) -> float:
     """wait.Backoff{base, factor 2, cap backoffMaxSeconds}.WaitTime(count): base * 2^(count-1), capped
     (the first step is never capped, as in Kueue), times 1 + jitter * fraction."""
     cap = cfg.backoff_max_s if cfg.backoff_max_s > 0 else _UNCAPPED
-    if count <= 1:
-        wait = float(cfg.backoff_base_s)
-    else:
-        wait = min(float(cfg.backoff_base_s) * 2.0 ** min(count - 1, 62), cap)
+    base = float(cfg.backoff_base_s)
+    wait = base if count <= 1 else min(base * 2.0 ** min(count - 1, 62), cap)
     return wait * (1.0 + cfg.jitter * jitter_fraction(uid, count))
 
 

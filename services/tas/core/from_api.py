@@ -61,7 +61,9 @@ def node_info(node: Node) -> NodeInfo:
 def flavor_spec(flavor: ResourceFlavor, topology: Topology) -> FlavorSpec:
     return FlavorSpec(
         name=flavor.metadata.name,
-        topology=TopologySpecIn(name=topology.metadata.name, levels=tuple(lv.node_label for lv in topology.spec.levels)),
+        topology=TopologySpecIn(
+            name=topology.metadata.name, levels=tuple(lv.node_label for lv in topology.spec.levels)
+        ),
         node_labels=dict(flavor.spec.node_labels),
         tolerations=tuple(toleration_spec(t) for t in flavor.spec.tolerations),
     )

@@ -21,6 +21,7 @@ __all__ = [
     "NodeInfo",
     "TopologySpecIn",
     "FlavorSpec",
+    "RequestMode",
     "PodSetRequest",
     "PodSetPlacement",
     "Placement",
@@ -80,6 +81,9 @@ class FlavorSpec(msgspec.Struct, frozen=True, kw_only=True):
     tolerations: tuple[TolerationSpec, ...] = ()
 
 
+RequestMode = Literal["required", "preferred", "unconstrained", "implied", "slices-only"]
+
+
 class PodSetRequest(msgspec.Struct, frozen=True, kw_only=True):
     """One pod set's TAS request (from podSets[].topologyRequest and the pod template).
 
@@ -90,7 +94,7 @@ class PodSetRequest(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     count: int
     requests: Amounts  # one pod's requests, without `pods`
-    mode: Literal["required", "preferred", "unconstrained", "implied", "slices-only"]
+    mode: RequestMode
     level: str | None = None  # required / preferred level
     slice_level: str | None = None
     slice_size: int | None = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.tas.core.model import PlacementFailure, PodSetRequest
+from services.tas.core.model import FailureKind, PlacementFailure, PodSetRequest
 from services.tas.core.placement import Params
 from services.tas.core.tree import CapacityTree
 from services.tas.core.views import Shape, shape_view
@@ -25,8 +25,10 @@ def shape_of(ps: PodSetRequest) -> Shape:
     )
 
 
-def _fail(tree: CapacityTree, ps: PodSetRequest, kind: str, message: str, level: str | None) -> PlacementFailure:
-    return PlacementFailure(flavor=tree.flavor.name, pod_set=ps.name, kind=kind,  # type: ignore[arg-type]
+def _fail(
+    tree: CapacityTree, ps: PodSetRequest, kind: FailureKind, message: str, level: str | None
+) -> PlacementFailure:
+    return PlacementFailure(flavor=tree.flavor.name, pod_set=ps.name, kind=kind,
                             message=message, level=level)
 
 

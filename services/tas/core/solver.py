@@ -234,7 +234,8 @@ class TasSolver:
         return Placement(flavor=tree.flavor.name, pod_sets=tuple(out))
 
     def place_group(self, tree: CapacityTree, members: list[PodSetRequest],
-                     restrict: int | None = None, exclude: frozenset[str] = frozenset()) -> list[PodSetPlacement] | PlacementFailure:
+                     restrict: int | None = None, exclude: frozenset[str] = frozenset(),
+                     ) -> list[PodSetPlacement] | PlacementFailure:
         if len(members) > 2:
             return PlacementFailure(flavor=tree.flavor.name, pod_set=members[2].name, kind="InvalidRequest",
                                     message=f"pod set group {members[0].group!r} has {len(members)} pod sets; "

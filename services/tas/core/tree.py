@@ -183,7 +183,9 @@ class CapacityTree:
 
     # --- capacity ---
 
-    def eligible(self, node: NodeInfo, tolerations: tuple[TolerationSpec, ...], selector: tuple[tuple[str, str], ...]) -> bool:
+    def eligible(
+        self, node: NodeInfo, tolerations: tuple[TolerationSpec, ...], selector: tuple[tuple[str, str], ...]
+    ) -> bool:
         if not node.ready or node.unschedulable:
             return False
         for taint in node.taints:
@@ -224,4 +226,4 @@ class CapacityTree:
         else:
             self._views.move_to_end(key)
             view.catch_up()
-        return view  # type: ignore[return-value]
+        return view  # type: ignore[return-value]  # the view under a key is the one its `make` built (one type per key)

@@ -210,7 +210,9 @@ def _finish_backoff(cmd: FinishRequeueBackoff, wl: Workload, now: str) -> Plan:
     if requeued is None or requeued.status != "False" or requeued.reason != k.EVICTED_BY_PODS_READY_TIMEOUT:
         return Skip(reason="NotWaiting")
     if rs is not None and rs.requeue_at is not None and rs.requeue_at != cmd.requeue_at:
-        return Refusal(reason=NOT_IN_BACKOFF, message=f"requeueAt is {rs.requeue_at}, the decision saw {cmd.requeue_at}")
+        return Refusal(
+            reason=NOT_IN_BACKOFF, message=f"requeueAt is {rs.requeue_at}, the decision saw {cmd.requeue_at}"
+        )
     if rs is not None and rs.requeue_at is not None and rs.requeue_at > now:
         return Refusal(reason=BACKOFF_NOT_OVER, message=f"requeueAt {rs.requeue_at} is after {now}")
     return _status_write(wl, ws.finish_backoff(wl, now), "requeue backoff finished", "AlreadyApplied")

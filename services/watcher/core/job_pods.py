@@ -202,6 +202,17 @@ def _priority(job: Job, template: PodTemplateSpec, classes: Mapping[str, Workloa
     return None, 0
 
 
+def pod_set(job: Job, template: PodTemplateSpec | None = None) -> PodSet:
+    """The Job's one podset (WorkloadBuildError on a malformed TAS annotation)."""
+    return PodSet(
+        name=k.DEFAULT_POD_SET_NAME,
+        template=template if template is not None else _clean_template(job.spec.template),
+        count=pods_count(job),
+        min_count=min_pods_count(job),
+        topology_request=_topology_request(job.spec.template.metadata),
+    )
+
+
 def build_workload(job: Job, classes: Mapping[str, WorkloadPriorityClass],
                    pod_classes: Mapping[str, PriorityClass] | None = None) -> Workload:
     """jobframework.ConstructWorkload + prepareWorkload for a Job. Raises WorkloadBuildError when the
@@ -215,13 +226,7 @@ def build_workload(job: Job, classes: Mapping[str, WorkloadPriorityClass],
             max_exec = int(raw) if int(raw) > 0 else None
         except ValueError:
             max_exec = None
-    podset = PodSet(
-        name=k.DEFAULT_POD_SET_NAME,
-        template=template,
-        count=pods_count(job),
-        min_count=min_pods_count(job),
-        topology_request=_topology_request(job.spec.template.metadata),
-    )
+    podset = pod_set(job, template)
     return Workload(
         api_version=k.KUEUE_API_VERSION,
         kind="Workload",

@@ -9,19 +9,26 @@ Semantics follow Kueue's multikueue workload reconciler (workload.go).
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 from msgspec.structs import replace
 
 from kq.api.core import Job
 from kq.api.kueue import AdmissionCheck, AdmissionCheckState, MultiKueueCluster, Workload
-from kq.messages import DeleteWorkload, FinishWorkload, SetActiveCondition, SetAdmissionCheckState, SetNominatedClusters, SyncJobStatus
+from kq.messages import (
+    DeleteWorkload,
+    FinishWorkload,
+    SetActiveCondition,
+    SetAdmissionCheckState,
+    SetNominatedClusters,
+    SyncJobStatus,
+)
 from services.watcher.core import workload_status as ws
 from services.watcher.core.writes import Delete, Refusal, Skip, Write, patch_write
 
-Plan = Union[Write, Delete, Skip, Refusal]
-MkCommand = Union[SetAdmissionCheckState, SetNominatedClusters, FinishWorkload, DeleteWorkload, SyncJobStatus,
-                  SetActiveCondition]
+Plan = Write | Delete | Skip | Refusal
+MkCommand = (SetAdmissionCheckState | SetNominatedClusters | FinishWorkload | DeleteWorkload | SyncJobStatus
+             | SetActiveCondition)
 MK_COMMANDS = (SetAdmissionCheckState, SetNominatedClusters, FinishWorkload, DeleteWorkload, SyncJobStatus,
                SetActiveCondition)
 
@@ -56,15 +63,18 @@ def plan_mk(cmd: MkCommand, current: Any, now: str) -> Plan:
             if not isinstance(current, Job):
                 return Refusal(reason=WRONG_KIND, message=f"expected a Job, got {type(current).__name__}")
             if current.metadata.uid != cmd.uid:
-                return Refusal(reason=UID_MISMATCH, message=f"command for uid {cmd.uid}, job has {current.metadata.uid}")
-            new = replace(current, status=cmd.status)
-            return patch_write("job", current, new, status=True, why="status from the worker") or Skip(reason="Unchanged")
+                return Refusal(reason=UID_MISMATCH,
+                               message=f"command for uid {cmd.uid}, job has {current.metadata.uid}")
+            new_job = replace(current, status=cmd.status)
+            return (patch_write("job", current, new_job, status=True, why="status from the worker")
+                    or Skip(reason="Unchanged"))
         case SetActiveCondition():
             if not isinstance(current, (AdmissionCheck, MultiKueueCluster)):
                 return Refusal(reason=WRONG_KIND, message=f"got {type(current).__name__}")
             conds = ws.set_condition(current.status.conditions, cmd.condition, now)
-            new = replace(current, status=replace(current.status, conditions=conds))
-            return patch_write(cmd.kind, current, new, status=True, why="active condition") or Skip(reason="Unchanged")
+            new_obj = replace(current, status=replace(current.status, conditions=conds))
+            return (patch_write(cmd.kind, current, new_obj, status=True, why="active condition")
+                    or Skip(reason="Unchanged"))
     if not isinstance(current, Workload):
         return Refusal(reason=WRONG_KIND, message=f"expected a Workload, got {type(current).__name__}")
     if current.metadata.uid != cmd.uid:
@@ -76,11 +86,13 @@ def plan_mk(cmd: MkCommand, current: Any, now: str) -> Plan:
             return _check_state(cmd, current, now)
         case SetNominatedClusters():
             if current.status.cluster_name:
-                return Refusal(reason=CLUSTER_NAME_IMMUTABLE, message=f"already running on {current.status.cluster_name}")
+                return Refusal(reason=CLUSTER_NAME_IMMUTABLE,
+                               message=f"already running on {current.status.cluster_name}")
             if not ws.has_quota_reservation(current):
                 return Refusal(reason=NOT_RESERVED, message="workload holds no quota")
             new = replace(current, status=replace(current.status, nominated_cluster_names=cmd.clusters))
-            return patch_write("workload", current, new, status=True, why="nominated clusters") or Skip(reason="Unchanged")
+            return (patch_write("workload", current, new, status=True, why="nominated clusters")
+                    or Skip(reason="Unchanged"))
         case FinishWorkload():
             new = ws.finish(current, cmd.reason, cmd.message, now)
             return patch_write("workload", current, new, status=True, why=f"finished on worker: {cmd.reason}") or Skip(
@@ -107,7 +119,7 @@ def _check_state(cmd: SetAdmissionCheckState, wl: Workload, now: str) -> Plan:
     ltt = cur.last_transition_time if cur.state == cmd.state and cur.last_transition_time else now
     entry = AdmissionCheckState(name=cmd.check, state=cmd.state, message=ws._truncate(cmd.message),
                                 last_transition_time=ltt, pod_set_updates=cur.pod_set_updates)
-    new_checks = checks[:idx] + (entry,) + checks[idx + 1:]
+    new_checks = (*checks[:idx], entry, *checks[idx + 1:])
     new = replace(wl, status=replace(status, admission_checks=new_checks, **fields))
     return patch_write("workload", wl, new, status=True, why=f"admission check {cmd.check}: {cmd.state}") or Skip(
         reason="Unchanged"

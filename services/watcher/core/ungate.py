@@ -98,7 +98,7 @@ def plan_ungates(assignment: TopologyAssignment, pods: list[Pod], index_key: str
         if target is None:
             continue  # nothing left in the assignment for it (yet)
         room[target] -= 1
-        selector = {**pod.spec.node_selector, **dict(zip(levels, domains[target].values))}
+        selector = {**pod.spec.node_selector, **dict(zip(levels, domains[target].values, strict=False))}
         gates = tuple(g.name for g in pod.spec.scheduling_gates if g.name != TOPOLOGY_SCHEDULING_GATE)
         out.append(Ungate(pod.metadata.namespace, pod.metadata.name, pod.metadata.resource_version or "",
                           selector, gates))

@@ -25,9 +25,12 @@ class Write(msgspec.Struct, frozen=True, kw_only=True):
     namespace: str  # "" for cluster-scoped objects
     name: str
     subresource: Literal["status"] | None
-    patch: bytes  # JSON merge patch, with metadata.resourceVersion set
+    patch: bytes  # JSON merge patch (or JSON patch), with metadata.resourceVersion set
     resource_version: str
     why: str
+    # "json": an RFC 6902 patch, for changes inside lists a merge patch would replace whole
+    # (and with them the fields kq's lenient types do not model).
+    patch_type: Literal["merge", "json"] = "merge"
 
 
 class Create(msgspec.Struct, frozen=True, kw_only=True):
@@ -135,3 +138,15 @@ def patch_write(
 
 def encode_body(obj: msgspec.Struct) -> bytes:
     return _encoder.encode(obj)
+
+
+def json_patch_write(kind: str, old: Any, ops: list[dict[str, Any]], *, status: bool, why: str) -> Write | None:
+    """A conditional RFC 6902 patch: `ops` plus the resourceVersion the decision was made on
+    (kept in the patched object, which makes it a precondition). None when there is nothing to do."""
+    if not ops:
+        return None
+    meta = old.metadata
+    rv = meta.resource_version
+    body = [*ops, {"op": "replace", "path": "/metadata/resourceVersion", "value": rv}]
+    return Write(kind=kind, namespace=meta.namespace, name=meta.name, subresource="status" if status else None,
+                 patch=_encoder.encode(body), resource_version=rv, why=why, patch_type="json")

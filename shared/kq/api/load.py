@@ -20,6 +20,15 @@ from kq.api.meta import OBJECT_META_FIELDS
 from kq.api.registry import KINDS, KindInfo, UnknownKindError, kind_for
 from kq.api.validate import validate_metadata, validate_object
 
+# API groups of Kueue's job frameworks kq does not integrate yet -> Kueue's framework names.
+UNSUPPORTED_FRAMEWORKS = {
+    "kubeflow.org": "kubeflow.org (MPIJob, PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob)",
+    "trainer.kubeflow.org": "trainer.kubeflow.org/trainjob",
+    "ray.io": "ray.io (RayJob, RayCluster, RayService)",
+    "workload.codeflare.dev": "workload.codeflare.dev/appwrapper",
+    "sparkoperator.k8s.io": "sparkoperator.k8s.io/sparkapplication",
+}
+
 __all__ = ["InputError", "LoadedObject", "load_documents", "load_object"]
 
 
@@ -88,6 +97,11 @@ def _kind_of(doc: dict[str, Any]) -> tuple[KindInfo, dict[str, Any]]:
     try:
         return kind_for(api_version, kind), doc
     except UnknownKindError:
+        framework = UNSUPPORTED_FRAMEWORKS.get(api_version.split("/")[0])
+        if framework is not None:
+            msg = (f"{api_version}/{kind}: Kueue's {framework} integration is not available in kq yet; "
+                   "the object would run unqueued, so it is refused")
+            raise _Reject([FieldError("kind", msg)]) from None
         served = [i.api_version for i in KINDS if i.kind == kind]
         hint = f"; {kind} is served as {served[0]}" if served else ""
         raise _Reject([FieldError("kind", f"unknown apiVersion/kind {api_version}/{kind}{hint}")]) from None

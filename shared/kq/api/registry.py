@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from kq.api import core, events, kueue
+from kq.api import apps, core, events, kueue
 from kq.api.constants import KUEUE_GROUP, KUEUE_VERSION
 
 __all__ = [
@@ -79,6 +79,14 @@ KINDS: tuple[KindInfo, ...] = (
              type=core.Job, has_status=True),
     KindInfo(kind="JobSet", group="jobset.x-k8s.io", version="v1alpha2", plural="jobsets", namespaced=True,
              type=core.JobSet, has_status=True),
+    KindInfo(kind="Deployment", group="apps", version="v1", plural="deployments", namespaced=True,
+             type=apps.Deployment, has_status=True, short_names=("deploy",)),
+    KindInfo(kind="ReplicaSet", group="apps", version="v1", plural="replicasets", namespaced=True,
+             type=apps.ReplicaSet, has_status=True, short_names=("rs",)),
+    KindInfo(kind="StatefulSet", group="apps", version="v1", plural="statefulsets", namespaced=True,
+             type=apps.StatefulSet, has_status=True, short_names=("sts",)),
+    KindInfo(kind="LeaderWorkerSet", group="leaderworkerset.x-k8s.io", version="v1", plural="leaderworkersets",
+             namespaced=True, type=apps.LeaderWorkerSet, has_status=True, short_names=("lws",)),
     _kueue("ResourceFlavor", "resourceflavors", False, kueue.ResourceFlavor, False, "flavor", "flavors", "rf"),
     _kueue("ClusterQueue", "clusterqueues", False, kueue.ClusterQueue, True, "cq"),
     _kueue("LocalQueue", "localqueues", True, kueue.LocalQueue, True, "queue", "queues", "lq"),

@@ -22,7 +22,7 @@ __all__ = ["TopologyDomain", "topology_domains", "compact_topology_assignment"]
 
 class TopologyDomain(msgspec.Struct, frozen=True):
     values: tuple[str, ...]  # one value per level, top level first
-    count: int  # type: ignore[assignment]  # pods placed in this domain; shadows tuple.count, which no one calls
+    count: int  # pods placed in this domain; shadows tuple.count, which no one calls
 
 
 def _value_at(level: TopologyAssignmentSliceLevelValues, i: int) -> str:

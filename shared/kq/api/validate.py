@@ -170,7 +170,9 @@ def _topology_request(tr: kueue.PodSetTopologyRequest | None, path: str) -> list
         errors.append(FieldError(path, f"at most one of required, preferred, unconstrained may be set, "
                                        f"not {' and '.join(modes)}"))
     if tr.pod_set_slice_required_topology is not None and tr.pod_set_slice_size is None:
-        errors.append(FieldError(f"{path}.podSetSliceSize", "must be set when podSetSliceRequiredTopology is specified"))
+        errors.append(
+            FieldError(f"{path}.podSetSliceSize", "must be set when podSetSliceRequiredTopology is specified")
+        )
     if tr.pod_set_slice_required_topology is None and tr.pod_set_slice_size is not None:
         errors.append(FieldError(f"{path}.podSetSliceSize",
                                  "may not be set when podSetSliceRequiredTopology is not specified"))
@@ -242,7 +244,25 @@ def _jobset(js: core.JobSet) -> list[FieldError]:
     return errors
 
 
+_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
+_GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+
+
+def _pod(pod: core.Pod) -> list[FieldError]:
+    """Kueue's pod webhook: a pod group member states the group's size as a positive integer."""
+    if not pod.metadata.labels.get(_GROUP_LABEL):
+        return []
+    path = f"metadata.annotations[{_GROUP_TOTAL}]"
+    raw = pod.metadata.annotations.get(_GROUP_TOTAL)
+    if raw is None:
+        return [FieldError(path, f"required on a pod labelled {_GROUP_LABEL}")]
+    if not raw.isdigit() or int(raw) < 1:
+        return [FieldError(path, f"must be a positive integer, got {raw!r}")]
+    return []
+
+
 _RULES: dict[type, Callable[[Any], list[FieldError]]] = {
+    core.Pod: _pod,
     kueue.ClusterQueue: _cluster_queue,
     kueue.Cohort: _cohort,
     kueue.LocalQueue: _local_queue,

@@ -15,7 +15,7 @@ import msgspec
 
 from kq.api import core as api_core
 from kq.api import kueue as api
-from kq.api.meta import LabelSelector, ObjectMeta
+from kq.api.meta import LabelSelector, ObjectMeta, ResourceList
 from kq.bench.config import BenchConfig
 from kq.quantity import canonical_quantity, to_milli
 
@@ -179,13 +179,14 @@ def topology_object(t: TopologyPlan) -> api.Topology:
 def node_objects(t: TopologyPlan) -> list[api_core.Node]:
     """Kueue's generateNodesRecursive: values "<level name>-<i>", node "node-b0-r2-n15", Ready.
     The hostname label is the node's name, so hostname-only topology assignments stay unambiguous."""
-    allocatable = {**t.capacity, "pods": "110"}
+    allocatable: ResourceList = {**t.capacity, "pods": "110"}
     out: list[api_core.Node] = []
 
     def walk(depth: int, values: list[str]) -> None:
         if depth == len(t.level_counts):
             name = "node" + "".join(f"-{v[0]}{v.rsplit('-', 1)[1]}" for v in values)
-            labels = {**_labels(), t.flavor_node_label: TAS_NODE_GROUP_VALUE, **dict(zip(t.level_labels, values))}
+            by_level = dict(zip(t.level_labels, values, strict=False))
+            labels = {**_labels(), t.flavor_node_label: TAS_NODE_GROUP_VALUE, **by_level}
             if t.level_labels[-1] == HOSTNAME_LABEL:
                 labels[HOSTNAME_LABEL] = name  # as on a real node (Kueue's generator reuses "node-<i>" per rack)
             out.append(api_core.Node(
@@ -195,7 +196,7 @@ def node_objects(t: TopologyPlan) -> list[api_core.Node]:
             ))
             return
         for i in range(t.level_counts[depth]):
-            walk(depth + 1, values + [f"{t.level_names[depth]}-{i}"])
+            walk(depth + 1, [*values, f"{t.level_names[depth]}-{i}"])
 
     walk(0, [])
     return out

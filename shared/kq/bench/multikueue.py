@@ -22,6 +22,7 @@ from typing import Any
 import msgspec
 
 from kq.api.constants import MULTIKUEUE_MANAGED_BY, QUEUE_NAME_LABEL
+from kq.api.kueue import ClusterQueue
 from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects
 from kq.bench.job_ledger import JobLedger
 from kq.bench.live import _create, _workdir
@@ -88,7 +89,7 @@ def _mk_objects(workers: list[str]) -> list[dict[str, Any]]:
 
 async def _setup(client: KubeClient, plan: BenchPlan, with_check: bool) -> None:
     for obj in setup_objects(plan):
-        if with_check and getattr(obj, "kind") == "ClusterQueue":
+        if with_check and isinstance(obj, ClusterQueue):
             body = msgspec.to_builtins(obj)
             body["spec"]["admissionChecksStrategy"] = {"admissionChecks": [{"name": "bench-mk"}]}
             await client.create("ClusterQueue", None, body)
@@ -179,10 +180,11 @@ def render(single: PassResult, mk: PassResult, ledger: JobLedger, workers: int, 
 
     ratio = mk.throughput / single.throughput if single.throughput else 0.0
     twice = ledger.ran_more_than_once()
+    overlap = "never" if not ledger.overlaps else f"SEEN {len(ledger.overlaps)} times, e.g. {ledger.overlaps[:3]}"
     lines = [
         line(single), line(mk),
         f"throughput through MultiKueue: {ratio * 100:.0f} % of single-cluster (goal >= 50 %); dispatcher {dispatcher}",
-        f"job in two workers: {'never' if not ledger.overlaps else f'SEEN {len(ledger.overlaps)} times, e.g. {ledger.overlaps[:3]}'}"
+        f"job in two workers: {overlap}"
         f" (checked by watching the Jobs of all {workers} workers)",
         f"jobs created on a worker: {len(ledger.created)} of {mk.jobs}; created again after the manager evicted "
         f"them (preemption, as in a single cluster): {len(twice)}",

@@ -3,7 +3,8 @@
 A real nats-server and the podsready service as its own process (no Kubernetes: the bench plays
 the watcher). It publishes N admitted Workloads to the mirror (at most --rate per second), each with
 PodsReady=False; with the default 30 s timeout all N timers are live at once. Half of them (the
-even ones) become ready half-way to their deadline, the other half time out. It reads the commands the service sends (KQ_CMD) and reports:
+even ones) become ready half-way to their deadline, the other half time out. It reads the commands
+the service sends (KQ_CMD) and reports:
 
 - lateness of each PodsReadyTimeout eviction: when the command was stored in KQ_CMD (the server's
   clock) minus the deadline (the Admitted condition's time, whole seconds as in Kubernetes, plus the
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import tempfile
@@ -52,7 +54,8 @@ def workload_doc(i: int, rv: int, admitted: str, ready: bool, ready_at: str) -> 
     cond = [
         {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved", "message": "bench",
          "lastTransitionTime": admitted},
-        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "bench", "lastTransitionTime": admitted},
+        {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "bench",
+         "lastTransitionTime": admitted},
         {"type": "PodsReady", "status": "True" if ready else "False", "reason": "Started" if ready else "WaitForStart",
          "message": "bench", "lastTransitionTime": ready_at if ready else admitted},
     ]
@@ -111,7 +114,7 @@ async def _wait_ready(nc: nats.NATS, proc: asyncio.subprocess.Process, log: Path
     raise RuntimeError(f"podsready not ready within {timeout}s:\n{log.read_text()[-3000:]}")
 
 
-async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -> dict:  # type: ignore[no-untyped-def]
+async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -> dict:
     async with NatsServer(store_dir=workdir / "nats", log_file=workdir / "nats.log") as server:
         cfg = Config(nats=NatsConfig(url=server.url),
                      clusters=(ClusterConfig(name=CLUSTER, kubeconfig=str(workdir / "none.kubeconfig")),),
@@ -127,7 +130,8 @@ async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -
                                                         stdout=out, stderr=asyncio.subprocess.STDOUT)
         try:
             await _wait_ready(bus.nc, proc, log)
-            say(f"podsready ready (pid {proc.pid}); publishing {n} admitted workloads at {rate:g}/s, timeout {timeout_s:g}s")
+            say(f"podsready ready (pid {proc.pid}); publishing {n} admitted workloads at {rate:g}/s, "
+                f"timeout {timeout_s:g}s")
             cpu0 = (process_stats("podsready", proc.pid) or None)
             deadlines: dict[str, float] = {}
             evicted: dict[str, float] = {}
@@ -135,7 +139,7 @@ async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -
             ready_late: set[str] = set()  # ready records this process published too close to the deadline
             done = asyncio.Event()
 
-            async def on_cmd(msg) -> None:  # type: ignore[no-untyped-def]
+            async def on_cmd(msg) -> None:
                 cmd = command_decoder.decode(msg.data)
                 if not isinstance(cmd, EvictWorkload):
                     return
@@ -182,10 +186,8 @@ async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -
                         ready_late.add(f"w{i:06d}")
                 await bus.publish_many(batch)
             say(f"ready ones published ({late_ready} too late to count); waiting for the evictions")
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), timeout=timeout_s + 30)
-            except TimeoutError:
-                pass
             await asyncio.sleep(1.0)  # any eviction of a ready workload would show by now
             cpu1 = process_stats("podsready", proc.pid)
             await sub.unsubscribe()

@@ -30,6 +30,7 @@ from kq.cli.target import Target, resolve
 from kq.cli.views import table_for
 from kq.kube import KubeClient
 from kq.mirror import MirrorView, ObjectRecord
+from kq.scenario.refs import JOB_KINDS
 
 
 class Streams:
@@ -165,7 +166,7 @@ def _split_ref(ref: str, namespace: str | None) -> tuple[str, str]:
 
 
 def find_workload(view: MirrorView, cluster: str, namespace: str, name: str) -> Any | None:
-    """The Workload called `name`, else the one a Job (or JobSet) called `name` owns."""
+    """The Workload called `name`, else the one a Job (JobSet, Pod, StatefulSet) called `name` owns."""
     recs = [r for r in view.items(cluster, "workload") if r.namespace == namespace]
     for r in recs:
         if r.name == name:
@@ -175,7 +176,7 @@ def find_workload(view: MirrorView, cluster: str, namespace: str, name: str) -> 
         if wl is None:
             continue
         owner = wl.metadata.controller_ref()
-        if owner is not None and owner.kind in ("Job", "JobSet") and owner.name == name:
+        if owner is not None and owner.kind in JOB_KINDS and owner.name == name:
             return wl
     return None
 

@@ -244,10 +244,8 @@ class Bus:
             for i, m in enumerate(msgs):
                 await self.nc.publish(m.subject, encode_payload(m.payload), reply=f"{inbox}.{i}",
                                       headers=self._headers(m.msg_id, m.headers))
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(all_in), timeout_s or self.publish_timeout_s)
-            except TimeoutError:
-                pass
         finally:
             await sub.unsubscribe()
         for i in sorted(pending | set(failed)):  # no ack (or an error): once more, the careful way

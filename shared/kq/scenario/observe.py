@@ -127,7 +127,8 @@ class Observer:
                         f"{cluster}: {wl.metadata.namespace}/{wl.metadata.name} waits to be requeued at {rs.requeue_at}"
                     )
             if self.pods_ready is not None:
-                out += [f"{cluster}: {w}" for w in pods_ready_timers(await self.workloads(cluster), self.pods_ready, now)]
+                timers = pods_ready_timers(await self.workloads(cluster), self.pods_ready, now)
+                out += [f"{cluster}: {w}" for w in timers]
         return out
 
 

@@ -126,7 +126,7 @@ def _full_values(values: tuple[str, ...], levels: tuple[str, ...], flavor_levels
     return tuple(labels[lv] for lv in flavor_levels)
 
 
-def _observed_topology(a, view: TopologyView | None) -> tuple[ObservedDomain, ...]:  # type: ignore[no-untyped-def]
+def _observed_topology(a, view: TopologyView | None) -> tuple[ObservedDomain, ...]:
     ta = a.topology_assignment
     flavor_levels = None
     if view is not None:
@@ -138,7 +138,7 @@ def _observed_topology(a, view: TopologyView | None) -> tuple[ObservedDomain, ..
     ))
 
 
-def topology_view(flavors: Sequence, topologies: Sequence, nodes: Sequence) -> TopologyView:  # type: ignore[type-arg]
+def topology_view(flavors: Sequence, topologies: Sequence, nodes: Sequence) -> TopologyView:
     levels = {t.metadata.name: tuple(lv.node_label for lv in t.spec.levels) for t in topologies}
     flavor_levels: Mapping[str, tuple[str, ...]] = {
         f.metadata.name: levels[f.spec.topology_name] for f in flavors

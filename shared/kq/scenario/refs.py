@@ -1,8 +1,8 @@
 """Names in a scenario resolved against the API: kinds, and `ns/NAME` as a Workload.
 
 FORMAT.md: `ns/NAME` is the Workload called NAME or, where there is none, the
-Workload owned by the Job (or JobSet) called NAME (such Workloads have
-generated names).
+Workload owned by the Job (or JobSet, Pod, StatefulSet) called NAME (such
+Workloads have generated names).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from kq.api.kueue import Workload
 from kq.api.registry import UnknownKindError, kind_info
 
-JOB_KINDS = ("Job", "JobSet")
+JOB_KINDS = ("Job", "JobSet", "Pod", "StatefulSet")
 
 
 def known_kind(kind: str) -> bool:
@@ -33,7 +33,7 @@ def canonical_kind(kind: str) -> str:
 
 
 def resolve_workload(workloads: Iterable[Workload], namespace: str, name: str) -> Workload | None:
-    """The Workload NAME in `namespace`, else the one a Job/JobSet NAME owns (its controller first)."""
+    """The Workload NAME in `namespace`, else the one a Job/JobSet/Pod/StatefulSet NAME owns (its controller first)."""
     in_ns = [w for w in workloads if w.metadata.namespace == namespace]
     for w in in_ns:
         if w.metadata.name == name:

@@ -8,6 +8,7 @@ MultiKueue setup YAML refers to (a MultiKueueCluster with clusterSource.kubeConf
 from __future__ import annotations
 
 import base64
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -25,11 +26,9 @@ async def give_worker_kubeconfigs(manager_kubeconfig: str, workers: Mapping[str,
     """workers: name -> kubeconfig path. Creates (or updates) one Secret per worker; returns their names."""
     client = await KubeClient.from_kubeconfig(manager_kubeconfig)
     try:
-        try:
+        with contextlib.suppress(AlreadyExists):
             await client.create("Namespace", None, {"apiVersion": "v1", "kind": "Namespace",
                                                     "metadata": {"name": namespace}})
-        except AlreadyExists:
-            pass
         names = []
         for worker in sorted(workers):
             name = secret_name(worker)

@@ -36,8 +36,8 @@ from kq.installed import installed_services
 from kq.natsserver import NatsServer, NatsServerError
 from kq.runtime.bus import Bus
 from kq.stack.health import HEALTHY, instance_status
-from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs
 from kq.stack.process import ChildProcess, ProcessRecord, is_alive, log_tail, start_ticks, stop_pids
+from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs
 from kq.stack.state import ClusterRecord, StackState, read_state, remove_state, state_path, write_state
 
 ClusterSpec = tuple[str, str]  # (name, role)

@@ -122,19 +122,19 @@ class CQ(_GroupsMixin):
         borrow: str | None = None,
         threshold: int | None = None,
     ) -> CQ:
-        bwc = None if borrow is None else BorrowWithinCohort(policy=borrow, max_priority_threshold=threshold)  # type: ignore[arg-type]
+        bwc = None if borrow is None else BorrowWithinCohort(policy=borrow, max_priority_threshold=threshold)  # type: ignore[arg-type]  # policies as str
         self._preemption = Preemption(
-            within_cluster_queue=within,  # type: ignore[arg-type]
-            reclaim_within_cohort=reclaim,  # type: ignore[arg-type]
+            within_cluster_queue=within,  # type: ignore[arg-type]  # the builder takes Kueue's spelling as str
+            reclaim_within_cohort=reclaim,  # type: ignore[arg-type]  # the builder takes Kueue's spelling as str
             borrow_within_cohort=bwc,
         )
         return self
 
     def fungibility(self, borrow: str = "MayStopSearch", preempt: str = "TryNextFlavor", preference: str | None = None) -> CQ:
         self._fungibility = FlavorFungibility(
-            when_can_borrow=borrow,  # type: ignore[arg-type]
-            when_can_preempt=preempt,  # type: ignore[arg-type]
-            preference=preference,  # type: ignore[arg-type]
+            when_can_borrow=borrow,  # type: ignore[arg-type]  # the builder takes Kueue's spelling as str
+            when_can_preempt=preempt,  # type: ignore[arg-type]  # the builder takes Kueue's spelling as str
+            preference=preference,  # type: ignore[arg-type]  # the builder takes Kueue's spelling as str
         )
         return self
 
@@ -155,13 +155,13 @@ class CQ(_GroupsMixin):
             name=self._name,
             cohort=self._cohort,
             resource_groups=tuple(self._groups),
-            queueing_strategy=self._strategy,  # type: ignore[arg-type]
+            queueing_strategy=self._strategy,  # type: ignore[arg-type]  # the builder takes Kueue's spelling as str
             namespace_selector=self._selector,
             preemption=self._preemption,
             flavor_fungibility=self._fungibility,
             fair_weight=self._weight,
             admission_checks=tuple(self._checks),
-            stop_policy=self._stop,  # type: ignore[arg-type]
+            stop_policy=self._stop,  # type: ignore[arg-type]  # the builder takes Kueue's spelling as str
         )
 
 
@@ -194,7 +194,7 @@ def cohort(name: str) -> CohortB:
 
 def lq(key: str, cluster_queue: str, stop: str = "None") -> LocalQueue:
     ns, name = key.split("/")
-    return LocalQueue(namespace=ns, name=name, cluster_queue=cluster_queue, stop_policy=stop)  # type: ignore[arg-type]
+    return LocalQueue(namespace=ns, name=name, cluster_queue=cluster_queue, stop_policy=stop)  # type: ignore[arg-type]  # Kueue's stopPolicy spelling, as str
 
 
 def flavor(name: str, labels: dict[str, str] | None = None, taints: tuple[Taint, ...] = (), tolerations: tuple[Toleration, ...] = ()) -> ResourceFlavor:
@@ -264,7 +264,7 @@ class WL:
         return self
 
     def checks(self, **states: str) -> WL:
-        self._checks = tuple(AdmissionCheckState(name=n, state=s) for n, s in states.items())  # type: ignore[arg-type]
+        self._checks = tuple(AdmissionCheckState(name=n, state=s) for n, s in states.items())  # type: ignore[arg-type]  # states as plain strings
         return self
 
     def obj(self) -> Workload:

@@ -116,7 +116,7 @@ def run_scenario(path: Path) -> tuple[World, list[str]]:
                     world.finish(action.ref.key())
                 case DeleteAction():
                     world.delete(action.ref.key()) if action.kind == "Workload" else world.apply(
-                        Deleted(kind=action.kind, namespace=action.ref.namespace or "", name=action.ref.name)  # type: ignore[arg-type]
+                        Deleted(kind=action.kind, namespace=action.ref.namespace or "", name=action.ref.name)  # type: ignore[arg-type]  # the scenario loader checked the kind
                     )
                 case _:
                     raise NotImplementedError(f"action {type(action).__name__} in {path.name}")

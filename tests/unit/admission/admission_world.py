@@ -20,7 +20,14 @@ from services.admission.core import (
     SchedulerState,
     Workload,
 )
-from services.admission.core.decisions import ClusterQueueStatus, LocalQueueStatus
+from services.admission.core.decisions import (
+    AdmissionDecision,
+    ClusterQueueStatus,
+    EvictionDecision,
+    LocalQueueStatus,
+    PendingDecision,
+    PreemptionDecision,
+)
 from services.admission.core.model import AdmissionCheckState
 
 replace = msgspec.structs.replace
@@ -71,7 +78,7 @@ class World:
     def set_checks(self, key: str, **states: str) -> None:
         current = {c.name: c for c in self.records[key].admission_checks}
         for name, s in states.items():
-            current[name] = AdmissionCheckState(name=name, state=s)  # type: ignore[arg-type]
+            current[name] = AdmissionCheckState(name=name, state=s)  # type: ignore[arg-type]  # tests name check states as plain strings
         self.update(key, admission_checks=tuple(current[n] for n in sorted(current)))
 
     # --- running cycles --------------------------------------------------------------------------
@@ -117,11 +124,11 @@ class World:
             self.evictions[e.workload] = self.evictions.get(e.workload, 0) + 1
             self.update(e.workload, evicted_reason=e.reason, evicted_time=self.now)
             self._to_release.append(e.workload)
-        for d in r.deactivations:  # the watcher: spec.active=false, then Evicted; quota released later
-            self.update(d.workload, active=False)
-            self.update(d.workload, evicted_reason=d.reason, evicted_time=self.now)
-            if self.records[d.workload].admission is not None:
-                self._to_release.append(d.workload)
+        for deact in r.deactivations:  # the watcher: spec.active=false, then Evicted; quota released later
+            self.update(deact.workload, active=False)
+            self.update(deact.workload, evicted_reason=deact.reason, evicted_time=self.now)
+            if self.records[deact.workload].admission is not None:
+                self._to_release.append(deact.workload)
 
     def release(self) -> None:
         """The workload controller clears the admission of evicted workloads."""
@@ -184,8 +191,8 @@ class World:
         a = self.records[key].admission
         return None if a is None else a.cluster_queue
 
-    def all_decisions(self) -> list[object]:
-        out: list[object] = []
+    def all_decisions(self) -> list[AdmissionDecision | PreemptionDecision | EvictionDecision | PendingDecision]:
+        out: list[AdmissionDecision | PreemptionDecision | EvictionDecision | PendingDecision] = []
         for r in self.results:
             out.extend(r.admissions)
             out.extend(r.preemptions)

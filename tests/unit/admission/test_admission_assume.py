@@ -8,6 +8,7 @@ from admission_world import world
 from msgspec.structs import replace
 
 from services.admission.core import ClusterQueue, InvalidEvent, PodSet, ResourceQuota
+from services.admission.core.model import Event
 
 
 def _one_admission():
@@ -89,12 +90,12 @@ BAD = [
 
 
 @pytest.mark.parametrize(("event", "field"), BAD, ids=[f"bad-{i}" for i in range(len(BAD))])
-def test_bad_input_is_refused_and_changes_nothing(event: object, field: str | None) -> None:
+def test_bad_input_is_refused_and_changes_nothing(event: Event, field: str | None) -> None:
     w = world(cq("cq").flavor("default", cpu="2").obj())
     before = (dict(w.state.cqs), dict(w.state.workloads))
     if field is None:
-        w.state.apply(event)  # type: ignore[arg-type]  # a queue without resources is valid
+        w.state.apply(event)  # a queue without resources is valid
         return
     with pytest.raises(InvalidEvent, match=field.replace("[", r"\[").replace("]", r"\]")):
-        w.state.apply(event)  # type: ignore[arg-type]
+        w.state.apply(event)
     assert (dict(w.state.cqs), dict(w.state.workloads)) == before

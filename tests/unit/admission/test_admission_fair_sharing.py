@@ -111,7 +111,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_fair_preemption(case: Case) -> None:
-    config = SchedulerConfig(fair_sharing=FairSharingConfig(preemption_strategies=case.strategies))  # type: ignore[arg-type]
+    config = SchedulerConfig(fair_sharing=FairSharingConfig(preemption_strategies=case.strategies))  # type: ignore[arg-type]  # cases spell strategies as str
     w = world(*base_cqs(), config=config)
     for a in case.admitted:
         w.apply(a)

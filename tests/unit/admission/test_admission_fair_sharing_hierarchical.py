@@ -187,7 +187,7 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_hierarchical_fair_preemption(case: Case) -> None:
-    config = SchedulerConfig(fair_sharing=FairSharingConfig(preemption_strategies=case.strategies))  # type: ignore[arg-type]
+    config = SchedulerConfig(fair_sharing=FairSharingConfig(preemption_strategies=case.strategies))  # type: ignore[arg-type]  # cases spell strategies as str
     w = world(*case.cohorts, *case.cqs, config=config)
     for a in case.admitted:
         w.apply(a)
@@ -197,7 +197,7 @@ def test_hierarchical_fair_preemption(case: Case) -> None:
     assert {p.victim: p.reason for p in r.preemptions} == case.want
 
 
-def _research_world():  # type: ignore[no-untyped-def]
+def _research_world():
     #            root (12 cpu)
     #   best-effort(0.5)    research
     #                 chemistry  physics  llm(2.0)

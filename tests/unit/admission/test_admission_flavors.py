@@ -27,12 +27,13 @@ FLAVORS = (
 )
 
 
+# min_count (and priority below) are passed by name next to **req, so no resource name can stand for them.
 def pending(name: str = "in", queue: str = "cq", priority: int = 0, **req: str) -> Workload:
-    return wl(f"default/{name}").queue(queue).priority(priority).at(5).pods("main", 1, **req).obj()
+    return wl(f"default/{name}").queue(queue).priority(priority).at(5).pods("main", 1, min_count=None, **req).obj()
 
 
 def on(queue: str, name: str, flavors: str | dict, priority: int = 0, **req: str) -> Workload:
-    return wl(f"default/{name}").queue(queue).priority(priority).pods("main", 1, **req).reserved(queue, flavors).obj()
+    return wl(f"default/{name}").queue(queue).priority(priority).pods("main", 1, min_count=None, **req).reserved(queue, flavors).obj()
 
 
 @dataclass
@@ -177,20 +178,20 @@ CASES = [
     Case(
         "resources of one group share a flavor; other groups choose their own",
         (cq("cq").group(fq("on-demand", cpu="4", memory="4Gi"), fq("spot", cpu="8", memory="8Gi")).group(fq("model-a", **{"nvidia.com/gpu": "2"})).obj(),),
-        pending(cpu="2", memory="6Gi", **{"nvidia.com/gpu": "1"}),
+        pending(priority=0, cpu="2", memory="6Gi", **{"nvidia.com/gpu": "1"}),
         want_flavors={"main": {"cpu": "spot", "memory": "spot", "nvidia.com/gpu": "model-a"}},
     ),
     Case(
         "a resource the queue does not cover",
         (cq("cq").flavor("default", cpu="4").obj(),),
-        pending(cpu="1", **{"example.com/gpu": "1"}),
+        pending(priority=0, cpu="1", **{"example.com/gpu": "1"}),
         want_message="couldn't assign flavors to pod set main: resource example.com/gpu unavailable in ClusterQueue",
         want_reason="NoMatchingFlavor",
     ),
     Case(
         "a zero request for a resource the queue does not cover is ignored",
         (cq("cq").flavor("default", cpu="4").obj(),),
-        pending(cpu="1", **{"example.com/gpu": "0"}),
+        pending(priority=0, cpu="1", **{"example.com/gpu": "0"}),
         want_flavors={"main": {"cpu": "default"}},
     ),
     Case(

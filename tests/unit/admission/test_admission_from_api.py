@@ -96,7 +96,8 @@ spec:
 
 def test_cluster_queue_without_selector_selects_nothing() -> None:
     obj = load("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {name: cq}\nspec: {}\n")
-    assert event_from_api(obj).namespace_selector is None  # type: ignore[union-attr]
+    ev = event_from_api(obj)
+    assert isinstance(ev, ClusterQueue) and ev.namespace_selector is None, ev
 
 
 WORKLOAD = """
@@ -189,8 +190,9 @@ def test_workload_backoff(status: dict, want: float | None) -> None:
     doc["status"] = status
     (obj,) = load_documents(yaml.safe_dump(doc), "test")
     w = event_from_api(obj.obj)
-    assert w.requeue_at == want  # type: ignore[union-attr]
-    assert w.admission is None  # type: ignore[union-attr]
+    assert isinstance(w, Workload)
+    assert w.requeue_at == want
+    assert w.admission is None
 
 
 def test_pod_requests_overhead_and_pod_level() -> None:
@@ -247,4 +249,5 @@ def test_workload_pods_ready(status: dict, ready: bool) -> None:
     doc = yaml.safe_load(WORKLOAD)
     doc["status"] = status
     (obj,) = load_documents(yaml.safe_dump(doc), "test")
-    assert event_from_api(obj.obj).pods_ready is ready  # type: ignore[union-attr]
+    w = event_from_api(obj.obj)
+    assert isinstance(w, Workload) and w.pods_ready is ready, w

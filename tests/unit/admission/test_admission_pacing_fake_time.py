@@ -48,6 +48,7 @@ class TermLoop:
             self.changed.clear()
             batch = self.inbox.pop(0) if self.inbox else Outputs([], [], {})
             for o in self.pacer.pace(batch, self.clock.now()).commands:
+                assert isinstance(o.message, SetWorkloadPending), o  # the inbox holds only pending conditions
                 self.sent.append((round(self.clock.now() - self.t0, 3), f"{o.message.name}:{o.message.message}"))
             if self.inbox:
                 continue

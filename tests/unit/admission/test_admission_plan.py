@@ -45,6 +45,7 @@ from services.admission.core.decisions import (
 from services.admission.core.model import Deleted, PodSetAssignment, SchedulerConfig
 from services.admission.plan.inputs import InputError, convert
 from services.admission.plan.outputs import (
+    Action,
     Outgoing,
     Outputs,
     QueueFacts,
@@ -414,22 +415,27 @@ def test_reservations_go_before_pending_conditions_of_other_workloads_and_a_work
         "pending:ns/b", "reserve:ns/b", "reserve:ns/c", "pending:ns/a"]
 
 
-def _batch(*decisions: tuple[str, str, int]) -> Outputs:
+def _batch(*decisions: tuple[Action, str, int]) -> Outputs:
     """Commands as plan_outputs makes them: (action, workload, n)."""
     commands, sent = [], {}
     for action, key, n in decisions:
-        cid = command_id(action, 4, C, key, f"{action}:{n}")  # type: ignore[arg-type]
+        cid = command_id(action, 4, C, key, f"{action}:{n}")
         ns, name = key.split("/")
         msg = SetWorkloadPending(id=cid, cluster=C, writer="admission", epoch=4, namespace=ns, name=name, uid="u",
                                  reason="Pending", message=str(n))
         commands.append(Outgoing(WL_SUBJECT, msg, cid))
-        sent[cid] = Sent(action, key)  # type: ignore[arg-type]
+        sent[cid] = Sent(action, key)
     return Outputs(commands, [], sent)
 
 
 def _ids(out: Outputs) -> list[str]:
     assert set(out.sent) == {o.msg_id for o in out.commands}
-    return [f"{out.sent[o.msg_id].action}:{out.sent[o.msg_id].target}:{o.message.message}" for o in out.commands]
+    return [f"{out.sent[o.msg_id].action}:{out.sent[o.msg_id].target}:{_pending_text(o)}" for o in out.commands]
+
+
+def _pending_text(o: Outgoing) -> str:
+    assert isinstance(o.message, SetWorkloadPending), o  # _batch sends only pending conditions
+    return o.message.message
 
 
 def test_pending_conditions_are_paced_per_workload() -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 from admission_builders import cq, fq, wl
-from admission_world import world
+from admission_world import World, world
 
 from services.admission.core import Workload
 
@@ -48,12 +48,13 @@ LEND2 = cq("lend2").cohort("cohort-lend").flavor("default", cpu=("6", None, "2")
 ALL = (STANDALONE, C1, C2, PREVENT_STARVATION, A_STANDARD, B_STANDARD, A_BEST_EFFORT, B_BEST_EFFORT, SHARED, LEND1, LEND2)
 
 
+# min_count are passed by name next to **req, so no resource name can stand for them.
 def admitted(name: str, queue: str, priority: int = 0, at: float = 0.0, flavor: str = "default", **req: str) -> Workload:
-    return wl(f"default/{name}").queue(queue).priority(priority).at(at).pods("main", 1, **req).reserved(queue, flavor, at=at).obj()
+    return wl(f"default/{name}").queue(queue).priority(priority).at(at).pods("main", 1, min_count=None, **req).reserved(queue, flavor, at=at).obj()
 
 
 def incoming(queue: str, priority: int = 0, at: float = 5.0, **req: str) -> Workload:
-    return wl("default/in").uid("wl-in").queue(queue).priority(priority).at(at).pods("main", 1, **req).obj()
+    return wl("default/in").uid("wl-in").queue(queue).priority(priority).at(at).pods("main", 1, min_count=None, **req).obj()
 
 
 @dataclass
@@ -223,7 +224,7 @@ def test_preemption_targets(case: Case) -> None:
         assert r.admissions == ()
 
 
-def _standalone_with_low() -> object:
+def _standalone_with_low() -> World:
     w = world(cq("cq").flavor("default", cpu="4").preemption(within="LowerPriority").obj())
     w.apply(wl("default/low").queue("cq").priority(1).pods("main", 1, cpu="3").obj())
     w.settle(0.0)

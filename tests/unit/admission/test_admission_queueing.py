@@ -71,7 +71,7 @@ def test_priority_then_creation_order() -> None:
     ids=["eviction-timestamp", "creation-timestamp"],
 )
 def test_requeued_workloads_order_by_eviction_time(timestamp: str, first: str) -> None:
-    w = world(cq("cq").flavor("default", cpu="2").obj(), config=SchedulerConfig(requeuing_timestamp=timestamp))  # type: ignore[arg-type]
+    w = world(cq("cq").flavor("default", cpu="2").obj(), config=SchedulerConfig(requeuing_timestamp=timestamp))  # type: ignore[arg-type]  # parametrized with the two literals
     run(w, job("running", "2", 0))
     evicted = wl("default/evicted").queue("cq").at(1).pods("main", 1, cpu="2").obj()
     w.apply(evicted)

@@ -15,7 +15,7 @@ RACK = "cloud.provider.com/topology-rack"
 ASSIGNMENT = compact_topology_assignment(("kubernetes.io/hostname",), [TopologyDomain(("x1",), 2)])
 
 
-def _world(topology: bool = True):  # type: ignore[no-untyped-def]
+def _world(topology: bool = True):
     w = world(cq("cq").flavor("tas", cpu="8").obj())
     w.apply(replace(flavor("tas"), topology_name="dc"))
     if topology:
@@ -23,7 +23,7 @@ def _world(topology: bool = True):  # type: ignore[no-untyped-def]
     return w
 
 
-def _tas_wl(key: str, at: float = 0.0):  # type: ignore[no-untyped-def]
+def _tas_wl(key: str, at: float = 0.0):
     base = wl(key).queue("cq").at(at).pods("main", 2, cpu="1").obj()
     ps = replace(base.pod_sets[0], topology_request=PodSetTopologyRequest(required=RACK))
     return replace(base, pod_sets=(ps,))

@@ -163,7 +163,7 @@ def test_tas_plan_generates_topology_nodes_flavor_and_requests() -> None:
     assert n.metadata.labels["cloud.provider.com/topology-rack"] == "rack-0"
     assert n.metadata.labels["kubernetes.io/hostname"] == "node-b0-r0-n0"
     assert n.status.allocatable == {"cpu": "96", "memory": "256Gi", "pods": "110"}
-    objs = setup_objects(plan)
+    objs: list[Any] = setup_objects(plan)  # Nodes, flavors, queues: read by kind
     assert [o.kind for o in objs[:2]] == ["Topology", "Node"]
     flavor = next(o for o in objs if o.kind == "ResourceFlavor")
     assert flavor.spec.topology_name == "default-topology"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from msgspec.structs import replace
 
 from kq.api import constants as k
@@ -52,14 +54,15 @@ def copy(*, admitted_at: str | None = None, finished: Condition | None = None, e
                     status=WorkloadStatus(conditions=tuple(cs)))
 
 
-def job(*, suspend: bool = True, status: JobStatus = JobStatus(), managed: bool = True) -> Job:
+def job(*, suspend: bool = True, status: JobStatus | None = None, managed: bool = True) -> Job:
     return Job(metadata=ObjectMeta(name="j1", namespace="ns", uid="job-uid"),
-               spec=JobSpec(suspend=suspend, managed_by=k.MULTIKUEUE_MANAGED_BY if managed else None), status=status)
+               spec=JobSpec(suspend=suspend, managed_by=k.MULTIKUEUE_MANAGED_BY if managed else None),
+               status=status if status is not None else JobStatus())
 
 
 def inputs(wl: Workload, *, remotes: dict[str, Workload] | None = None, jobs: dict[str, Job] | None = None,
            clusters: tuple[ClusterView, ...] | None = None, local_job: Job | None = None, now: float = 100.0,
-           **kw) -> Inputs:  # type: ignore[no-untyped-def]
+           **kw: Any) -> Inputs:
     views = clusters or (ClusterView(name="w1", available=True), ClusterView(name="w2", available=True))
     return Inputs(local=wl, check="mk", clusters=views, remotes=remotes or {}, remote_jobs=jobs or {},
                   local_job=local_job if local_job is not None else job(), owner=("batch/v1", "Job"), now=now, **kw)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from msgspec.structs import replace
 from unit.multikueue.mk_builders import SETTINGS, cond, copy, inputs, job, local, with_owner
 
@@ -11,7 +13,13 @@ from kq.api.kueue import Workload
 from kq.api.meta import OwnerReference
 from services.dispatcher.core.flow import reconcile
 from services.dispatcher.core.guard import expired_copies
-from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Nominate, SetCheck, SyncJob
+from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Nominate, Plan, SetCheck, SyncJob
+
+
+def _first_check(plan: Plan) -> SetCheck:
+    first = plan.manager[0]
+    assert isinstance(first, SetCheck), plan.manager
+    return first
 
 
 def test_all_at_once_nominates_every_reachable_worker_and_copies_there() -> None:
@@ -94,7 +102,7 @@ def test_reachable_winner_without_its_copy_is_retried_at_once() -> None:
 
 def test_evicted_on_the_worker_resets_for_readmission() -> None:
     inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T, evicted=True)})
-    assert reconcile(inp, SETTINGS).manager[0].state == "Retry"
+    assert _first_check(reconcile(inp, SETTINGS)).state == "Retry"
 
 
 def test_copy_of_an_older_incarnation_is_removed() -> None:
@@ -130,11 +138,11 @@ def test_workers_pending_reason_shows_on_the_manager() -> None:
 
 
 def test_no_adapter_or_unmanaged_job_is_rejected() -> None:
-    assert reconcile(with_owner(inputs(local()), None), SETTINGS).manager[0].state == "Rejected"
-    assert "JobSet" in reconcile(with_owner(inputs(local()), ("jobset.x-k8s.io/v1alpha2", "JobSet")),
-                                 SETTINGS).manager[0].message
-    unmanaged = reconcile(inputs(local(), local_job=job(managed=False)), SETTINGS)
-    assert unmanaged.manager[0].state == "Rejected" and "managedBy" in unmanaged.manager[0].message
+    assert _first_check(reconcile(with_owner(inputs(local()), None), SETTINGS)).state == "Rejected"
+    assert "JobSet" in _first_check(reconcile(with_owner(inputs(local()), ("jobset.x-k8s.io/v1alpha2", "JobSet")),
+                                              SETTINGS)).message
+    unmanaged = _first_check(reconcile(inputs(local(), local_job=job(managed=False)), SETTINGS))
+    assert unmanaged.state == "Rejected" and "managedBy" in unmanaged.message
 
 
 def test_rejected_check_does_nothing() -> None:
@@ -158,7 +166,7 @@ def test_winner_copy_gets_the_managers_lease_renewed_ahead() -> None:
 def test_guard_stops_only_reserved_copies_whose_lease_ran_out() -> None:
     running_job = OwnerReference(api_version="batch/v1", kind="Job", name="j1", uid="rj", controller=True)
 
-    def leased(until: str, **kw) -> Workload:  # type: ignore[no-untyped-def]
+    def leased(until: str, **kw: Any) -> Workload:
         wl = copy(admitted_at=T, **kw)
         return replace(wl, metadata=replace(wl.metadata, annotations={LEASE_ANNOTATION: until},
                                             owner_references=(running_job,)))

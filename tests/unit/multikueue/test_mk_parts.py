@@ -4,11 +4,12 @@ and the watcher's planning of the dispatcher's commands."""
 from __future__ import annotations
 
 import base64
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+from typing import TypedDict
 
 import pytest
 from msgspec.structs import replace
-from unit.multikueue.mk_builders import copy, cond, job, local
+from unit.multikueue.mk_builders import cond, copy, job, local
 
 from kq.api import constants as k
 from kq.api.core import JobStatus, Secret
@@ -104,7 +105,7 @@ def test_gc_removes_only_confirmed_orphans_of_missing_or_other_incarnations() ->
 
 
 def test_retention_after_finished_and_after_deactivation_by_kueue() -> None:
-    now = datetime(2026, 1, 1, 0, 0, 10, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, 0, 0, 10, tzinfo=UTC)
     fin = local(conds=(cond(k.WORKLOAD_FINISHED, reason="Succeeded", at="2026-01-01T00:00:05Z"),))
     assert [r for _, r in expired([fin], 5.0, None, now)] == ["AfterFinished"]
     assert expired([fin], 6.0, None, now) == []
@@ -115,7 +116,18 @@ def test_retention_after_finished_and_after_deactivation_by_kueue() -> None:
     assert expired([user], None, 1.0, now) == []
 
 
-_W = {"id": "x", "cluster": "m", "writer": "dispatcher", "namespace": "ns", "name": "job-j1-abc", "uid": "wl-uid"}
+class _WorkloadFields(TypedDict):
+    """The fields the workload commands below share (kq.messages._WorkloadCommand; epoch left default)."""
+
+    id: str
+    cluster: str
+    writer: str
+    namespace: str
+    name: str
+    uid: str
+
+
+_W = _WorkloadFields(id="x", cluster="m", writer="dispatcher", namespace="ns", name="job-j1-abc", uid="wl-uid")
 
 
 def test_check_state_sets_cluster_name_once() -> None:

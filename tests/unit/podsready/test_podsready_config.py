@@ -75,7 +75,7 @@ K = Key("c1", "ns", "w1")
                      id="finish-backoff"),
     ],
 )
-def test_decisions_become_typed_commands(decision, kind) -> None:  # type: ignore[no-untyped-def]
+def test_decisions_become_typed_commands(decision, kind) -> None:
     out = outputs.command(decision, epoch=7)
     cmd = command_decoder.decode(encoder.encode(out.payload))
     assert isinstance(cmd, kind) and cmd.epoch == 7 and cmd.writer == "podsready" and cmd.uid == "u"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from services.podsready.core.model import (
@@ -28,8 +30,8 @@ K = Key("manager", "ns", "w1")
 CFG = PodsReadyConfig(timeout_s=4.0, recovery_timeout_s=2.0, backoff_base_s=1, backoff_max_s=3600, jitter=0.0)
 
 
-def view(**kw) -> WorkloadView:
-    base = dict(key=K, uid="u1", resource_version="1", quota_reserved=True, admitted=True, admitted_at=T0,
+def view(**kw: Any) -> WorkloadView:
+    base: dict[str, Any] = dict(key=K, uid="u1", resource_version="1", quota_reserved=True, admitted=True, admitted_at=T0,
                 admitted_at_text=format_time(T0), pods_ready_status="False", pods_ready_reason="WaitForStart",
                 pods_ready_at=T0)
     base.update(kw)

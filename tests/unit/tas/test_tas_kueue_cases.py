@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from tas_builders import BINARY, BLOCK, DEFAULT, HOST, ONE, RACK, SCATTERED, THREE, TWO, domains, node, solver
 
-from services.tas.core import PlacementFailure, PodSetRequest, TaintSpec, TolerationSpec
+from services.tas.core import PlacementFailure, PodSetRequest, RequestMode, TaintSpec, TolerationSpec
 
 CPU = {"cpu": 1000}
 
 
-def ps(count: int, mode: str, level: str | None = None, **kw: Any) -> PodSetRequest:
+def ps(count: int, mode: RequestMode, level: str | None = None, **kw: Any) -> PodSetRequest:
     return PodSetRequest(name=kw.pop("name", "main"), count=count, requests=kw.pop("requests", CPU),
-                         mode=mode, level=level, **kw)  # type: ignore[arg-type]
+                         mode=mode, level=level, **kw)
 
 
 RACKS_THEN_NODES = [node("b1", "r1", "x3", 2), node("b1", "r2", "x5", 2, pods=20), node("b1", "r3", "x1", 1),

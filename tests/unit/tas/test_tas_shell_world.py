@@ -2,27 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from kq.api.kueue import Workload
 from kq.api.registry import decode_object
 from kq.api.topology import topology_domains
+from kq.api.workload import PodSetTopologyRequest
 from kq.mirror import ObjectRecord
 from kq.placement import PlacementHeld, PodSetPlacementRequest, SolveRequest
-from kq.api.workload import PodSetTopologyRequest
 from services.tas.world import World
 
 LEVELS = ["cloud.provider.com/topology-block", "cloud.provider.com/topology-rack", "kubernetes.io/hostname"]
 
 
-def rec(kind: str, obj: dict, ns: str = "", deleted: bool = False) -> ObjectRecord:  # type: ignore[type-arg]
+def rec(kind: str, obj: dict, ns: str = "", deleted: bool = False) -> ObjectRecord:
     meta = obj["metadata"]
     return ObjectRecord(cluster="manager", kind=kind, namespace=ns, name=meta["name"], deleted=deleted,
                         resource_version=meta.get("resourceVersion", "1"), uid=meta.get("uid", ""),
                         raw=msgspec.json.encode(obj))
 
 
-def node(name: str, block: str, rack: str, cpu: str = "1", ready: str = "True") -> dict:  # type: ignore[type-arg]
+def node(name: str, block: str, rack: str, cpu: str = "1", ready: str = "True") -> dict:
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "labels": {"tas": "yes", LEVELS[0]: block, LEVELS[1]: rack, LEVELS[2]: name}},
             "status": {"allocatable": {"cpu": cpu, "pods": "10"}, "conditions": [{"type": "Ready", "status": ready}]}}
@@ -41,14 +43,14 @@ def world(topology: str = "dc") -> World:
     return w
 
 
-def request(name: str, count: int, cpu: int = 1000, **topology: object) -> SolveRequest:
+def request(name: str, count: int, cpu: int = 1000, **topology: Any) -> SolveRequest:
     ps = PodSetPlacementRequest(name="main", count=count, flavor="tas-flavor", requests={"cpu": cpu},
                                 topology_request=PodSetTopologyRequest(**topology) if topology else None)
     return SolveRequest(id=f"req-{name}", cluster="manager", namespace="ns", name=name, uid=f"uid-{name}",
                         pod_sets=(ps,))
 
 
-def domains(reply) -> list[tuple[tuple[str, ...], int]]:  # type: ignore[no-untyped-def]
+def domains(reply) -> list[tuple[tuple[str, ...], int]]:
     return sorted((d.values, d.count) for d in topology_domains(reply.pod_sets[0].topology_assignment))
 
 

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
+import pytest
 from tas_builders import BLOCK, HOST, ONE, RACK, THREE, TWO, domains, node, solver
 
-from services.tas.core import HeldPodSet, NodeInfo, Placement, PlacementFailure, PodSetRequest, TaintSpec
+from services.tas.core import HeldPodSet, NodeInfo, Placement, PlacementFailure, PodSetRequest, RequestMode, TaintSpec
 from services.tas.core.events import Assumed, Confirmed, NodeUpserted, PodBound, Released, TasEvent, apply, snapshot
 from services.tas.core.replacement import replace_node
 from services.tas.core.solver import TasSolver
 
 
-def req(count: int, mode: str = "required", level: str | None = HOST, cpu: int = 1000, name: str = "main",
-        **kw: object) -> PodSetRequest:
-    return PodSetRequest(name=name, count=count, requests={"cpu": cpu}, mode=mode, level=level, **kw)  # type: ignore[arg-type]
+def req(count: int, mode: RequestMode = "required", level: str | None = HOST, cpu: int = 1000, name: str = "main",
+        **kw: Any) -> PodSetRequest:
+    return PodSetRequest(name=name, count=count, requests={"cpu": cpu}, mode=mode, level=level, **kw)
 
 
 def two_hosts() -> TasSolver:
@@ -170,7 +173,7 @@ def test_level_missing_from_topology_names_it() -> None:
     assert HOST in out.message
 
 
-def test_a_change_costs_the_leaves_it_touches_not_the_tree(monkeypatch: object) -> None:
+def test_a_change_costs_the_leaves_it_touches_not_the_tree(monkeypatch: pytest.MonkeyPatch) -> None:
     from services.tas.core import views
 
     nodes = [node(f"b{i % 3}", f"r{i % 7}", f"x{i}", 4) for i in range(200)]
@@ -183,7 +186,7 @@ def test_a_change_costs_the_leaves_it_touches_not_the_tree(monkeypatch: object) 
         calls.append(leaf)
         return original(self, leaf)
 
-    monkeypatch.setattr(views.ShapeCounts, "_leaf_count", counting)  # type: ignore[attr-defined]
+    monkeypatch.setattr(views.ShapeCounts, "_leaf_count", counting)
     s.pod_bound("x/p", nodes[5].name, {"cpu": 1000})
     s.place_and_assume("ns/a", "tas-flavor", [req(2, level=RACK)])
     s.pod_bound("x/p", nodes[5].name, {"cpu": 2000})  # the same pod again: replaced, still one leaf

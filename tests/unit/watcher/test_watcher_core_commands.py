@@ -32,7 +32,7 @@ from kq.messages import (
 )
 from services.watcher.core import workload_status as ws
 from services.watcher.core.commands import plan_command
-from services.watcher.core.writes import Refusal, Skip, Write
+from services.watcher.core.writes import Delete, Refusal, Skip, Write
 
 _C: dict[str, Any] = {"cluster": "c", "writer": "admission"}
 _W = {**_C, "namespace": "ns", "name": "w1", "uid": "wl-uid"}
@@ -109,7 +109,7 @@ def test_plan_outcome(cmd: Any, current: Workload | None, max_epoch: int, want: 
     assert outcome(plan_command(cmd, current, max_epoch, NOW)) == want
 
 
-def _apply(current: Workload, plan: Write | Skip | Refusal) -> Workload:
+def _apply(current: Workload, plan: Write | Delete | Skip | Refusal) -> Workload:
     assert isinstance(plan, Write), plan
     return merge_apply(current, plan.patch)
 

@@ -20,7 +20,7 @@ def _wl(hosts: list[str], finished: bool = False, unhealthy: tuple[str, ...] = (
 
 
 def _node(ready: str | None) -> Node:
-    conds = (CoreCondition(type="Ready", status=ready),) if ready else ()  # type: ignore[arg-type]
+    conds = (CoreCondition(type="Ready", status=ready),) if ready else ()  # type: ignore[arg-type]  # cases pass "True"/"False"/"Unknown"
     return Node(metadata=ObjectMeta(name="x1"), status=NodeStatus(conditions=conds))
 
 

@@ -3,6 +3,8 @@ requeue state, and the end of the requeue backoff (table-driven)."""
 
 from __future__ import annotations
 
+from typing import Literal, TypedDict
+
 import pytest
 from msgspec.structs import replace
 from unit.watcher.watcher_builders import EARLIER, NOW, admitted, job, merge_apply, workload_for
@@ -19,7 +21,16 @@ from services.watcher.core.commands import plan_command
 from services.watcher.core.jobs import reconcile_job
 from services.watcher.core.writes import Refusal, Skip, Write
 
-_W = {"cluster": "c", "writer": "podsready", "namespace": "ns", "name": "w1", "uid": "wl-uid"}
+
+class _WorkloadFields(TypedDict):
+    cluster: str
+    writer: str
+    namespace: str
+    name: str
+    uid: str
+
+
+_W = _WorkloadFields(cluster="c", writer="podsready", namespace="ns", name="w1", uid="wl-uid")
 
 
 def running(ready: int, succeeded: int = 0, parallelism: int = 2, completions: int | None = None) -> Job:
@@ -46,9 +57,9 @@ def _pods_ready(wl: Workload) -> tuple[str, str] | None:
     return (c.status, c.reason) if c is not None else None
 
 
-def _with_ready(wl: Workload, status: str, reason: str) -> Workload:
-    return replace(wl, status=replace(wl.status, conditions=wl.status.conditions + (
-        ws._cond(wl, k.WORKLOAD_PODS_READY, status, reason, "m"),)))
+def _with_ready(wl: Workload, status: Literal["True", "False"], reason: str) -> Workload:
+    return replace(wl, status=replace(wl.status, conditions=(
+        *wl.status.conditions, ws._cond(wl, k.WORKLOAD_PODS_READY, status, reason, "m"))))
 
 
 BASE = admitted(workload_for(job()))
@@ -108,7 +119,9 @@ def test_evict_writes_the_requeue_state() -> None:
         ("PodsReadyTimeout", "WaitForStart", 1)]
 
 
-def _in_backoff(requeue_at: str | None, reason: str = "PodsReadyTimeout", status: str = "False") -> Workload:
+def _in_backoff(
+    requeue_at: str | None, reason: str = "PodsReadyTimeout", status: Literal["True", "False"] = "False"
+) -> Workload:
     wl = replace(workload_for(job()), metadata=replace(workload_for(job()).metadata, name="w1", uid="wl-uid"))
     wl = replace(wl, status=replace(wl.status, requeue_state=RequeueState(count=1, requeue_at=requeue_at),
                                     conditions=(ws._cond(wl, k.WORKLOAD_REQUEUED, status, reason, "x"),)))

@@ -25,11 +25,11 @@ def pod(name: str, index: int | None = None, gated: bool = True, selector: dict[
     )
 
 
-def assignment(*domains: tuple[tuple[str, str], int]):  # type: ignore[no-untyped-def]
+def assignment(*domains: tuple[tuple[str, str], int]):
     return compact_topology_assignment(LEVELS, [TopologyDomain(v, c) for v, c in domains])
 
 
-def plan(a, pods):  # type: ignore[no-untyped-def]
+def plan(a, pods):
     return {u.name: (u.node_selector["block"], u.node_selector["rack"]) for u in plan_ungates(a, pods, IDX)}
 
 
@@ -53,7 +53,7 @@ def plan(a, pods):  # type: ignore[no-untyped-def]
                      {"x": ("b1", "r1"), "y": ("b2", "r1")}, id="unindexed-by-creation"),
     ],
 )
-def test_plan_ungates(domains, pods, want) -> None:  # type: ignore[no-untyped-def]
+def test_plan_ungates(domains, pods, want) -> None:
     assert plan(assignment(*domains), pods) == want
 
 

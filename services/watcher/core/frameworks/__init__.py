@@ -1,0 +1,1 @@
+"""One module per job framework, each an Adapter (core/adapter.py)."""

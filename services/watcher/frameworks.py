@@ -1,0 +1,255 @@
+"""The shell of every job framework behind an Adapter (JobSet, plain Pods and pod groups).
+
+Keys are (framework token, namespace, name): ("jobset", ns, name), ("pod", ns, pod name),
+("podgroup", ns, group name). Watch events mark keys dirty; a worker builds the
+adapter's view from the cache, asks the generic core for the next write, applies it
+conditionally and asks again until the core says Skip. A 409 or 404 means the cache
+was stale: the next watch event brings the key back. Frameworks switched off by
+Kueue's `integrations.frameworks` are not reconciled: a queued object of theirs is
+left alone and logged once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kq.api.constants import QUEUE_NAME_LABEL
+from kq.api.core import JobSet, Pod
+from kq.api.kueue import Workload
+from kq.api.meta import ObjectMeta
+from kq.clock import SYSTEM_CLOCK, Clock, rfc3339_seconds
+from kq.kube import Conflict, KubeClient, KubeError, NotFound, retry_delay
+from kq.obs import get_logger
+from services.watcher.apply import apply_action
+from services.watcher.core import generic
+from services.watcher.core.adapter import Adapter
+from services.watcher.core.frameworks.jobset import JobSetAdapter, managed_elsewhere
+from services.watcher.core.frameworks.pods import PodAdapter, PodGroup, group_name, is_queued_pod
+from services.watcher.core.writes import Skip
+from services.watcher.objects import ClusterObjects
+
+Key = tuple[str, str, str]
+JOBSET_FRAMEWORK = JobSetAdapter.framework
+POD_FRAMEWORK = PodAdapter.framework
+# Kueue frameworks whose pods run through the pod integration (their webhooks label the pod template).
+POD_BASED = ("deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
+SUPPORTED = (JOBSET_FRAMEWORK, POD_FRAMEWORK, *POD_BASED)
+_BASE_KINDS = ("workload", "resourceflavor", "workloadpriorityclass", "priorityclass")
+
+
+class FrameworkIntegration:
+    def __init__(self, client: KubeClient, objects: ClusterObjects, enabled: frozenset[str], *, workers: int,
+                 retry_base_s: float = 0.2, retry_max_s: float = 5.0,
+                 clock: Clock = SYSTEM_CLOCK, wait_for_pods_ready: bool = False) -> None:
+        self.client = client
+        self.objects = objects
+        self.enabled = enabled
+        self.workers = workers
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
+        self.clock = clock
+        self.wait_for_pods_ready = wait_for_pods_ready  # keep the Workloads' PodsReady condition
+        self.adapters: dict[str, Adapter[Any]] = {"jobset": JobSetAdapter(), "pod": PodAdapter(),
+                                                   "podgroup": PodAdapter()}
+        self._groups: dict[tuple[str, str], set[str]] = {}  # (ns, group) -> member pod names
+        self._queue: asyncio.Queue[Key] = asyncio.Queue()
+        self._queued: set[Key] = set()
+        self._busy: set[Key] = set()
+        self._again: set[Key] = set()
+        self._timers: set[asyncio.Task[None]] = set()
+        self._said: set[Key] = set()  # keys whose refusal or waiting reason was logged
+        self.ready = asyncio.Event()
+        self.writes = 0
+        self.log = get_logger("kq.watcher.frameworks", cluster=objects.cluster)
+
+    @property
+    def needed_kinds(self) -> tuple[str, ...]:
+        return (*_BASE_KINDS, "jobset", "pod")
+
+    def _on(self, token: str) -> bool:
+        if token == "jobset":
+            return JOBSET_FRAMEWORK in self.enabled
+        return POD_FRAMEWORK in self.enabled or any(f in self.enabled for f in POD_BASED)
+
+    # --- what to look at ---
+
+    def on_change(self, kind: str, old: Any, new: Any) -> None:
+        if not self.ready.is_set() and all(k in self.objects.synced for k in self.needed_kinds):
+            self.ready.set()
+        obj = new if new is not None else old
+        if obj is None:
+            return
+        ns, name = obj.metadata.namespace, obj.metadata.name
+        if kind == "jobset":
+            self._mark_if_on(("jobset", ns, name), obj)
+        elif kind == "pod":
+            if old is not None and (g := group_name(old)) and (members := self._groups.get((ns, g))) is not None:
+                members.discard(name)
+                if not members:
+                    del self._groups[(ns, g)]
+            if new is not None and (g := group_name(new)):
+                self._groups.setdefault((ns, g), set()).add(name)
+            if is_queued_pod(obj):
+                g = group_name(obj)
+                self._mark_if_on(("podgroup", ns, g) if g else ("pod", ns, name), obj)
+        elif kind == "workload":
+            key = self._workload_key(obj)
+            if key is not None:
+                self.mark(key)
+        elif kind in ("resourceflavor", "workloadpriorityclass", "priorityclass"):
+            for js in self.objects.all("jobset"):
+                self.mark(("jobset", js.metadata.namespace, js.metadata.name))
+
+    def _mark_if_on(self, key: Key, obj: Any) -> None:
+        if self._on(key[0]):
+            self.mark(key)
+        elif obj.metadata.labels.get(QUEUE_NAME_LABEL) and key not in self._said:
+            self._said.add(key)
+            self.log.warning("queued object of a framework kq's integrations.frameworks leaves out: not managed",
+                             key=key, queue=obj.metadata.labels[QUEUE_NAME_LABEL])
+
+    def _workload_key(self, wl: Workload) -> Key | None:
+        ref = wl.metadata.controller_ref()
+        if ref is None:
+            return None
+        ns = wl.metadata.namespace
+        if ref.kind == "JobSet":
+            return ("jobset", ns, ref.name)
+        if ref.kind == "Pod" and wl.metadata.name == PodAdapter().workload_name(
+            PodGroup(namespace=ns, name=ref.name, group=False, pods=(Pod(metadata=ObjectMeta(uid=ref.uid)),))
+        ):
+            return ("pod", ns, ref.name)
+        if ref.kind in ("Pod", "StatefulSet"):
+            return ("podgroup", ns, wl.metadata.name)
+        return None
+
+    def mark(self, key: Key) -> None:
+        if key in self._busy:
+            self._again.add(key)
+        elif key not in self._queued:
+            self._queued.add(key)
+            self._queue.put_nowait(key)
+
+    def idle(self) -> bool:
+        return not self._queued and not self._busy
+
+    # --- workers ---
+
+    async def run(self) -> None:
+        await self.ready.wait()
+        self.log.info("framework integrations started", enabled=sorted(self.enabled))
+        try:
+            async with asyncio.TaskGroup() as tg:
+                for i in range(self.workers):
+                    tg.create_task(self._worker(), name=f"frameworks-worker-{i}")
+        finally:
+            for timer in list(self._timers):
+                timer.cancel()
+
+    async def _mark_after(self, delay_s: float, key: Key) -> None:
+        await self.clock.sleep(delay_s)
+        self.mark(key)
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._queue.get()
+            self._queued.discard(key)
+            self._busy.add(key)
+            retry_in: float | None = None
+            try:
+                retry_in = await self._reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except KubeError as e:
+                self.log.warning("reconcile interrupted; will retry", key=key, error=str(e))
+                retry_in = retry_delay(e, self.retry_base_s)
+            except Exception as e:  # a bug: say so loudly, look again later
+                self.log.error("reconcile failed", key=key, error=repr(e), exc_info=e)
+                retry_in = self.retry_max_s
+            finally:
+                self._busy.discard(key)
+            if key in self._again or retry_in is not None:
+                self._again.discard(key)
+                if retry_in:
+                    timer = asyncio.create_task(self._mark_after(retry_in, key))
+                    self._timers.add(timer)
+                    timer.add_done_callback(self._timers.discard)
+                else:
+                    self.mark(key)
+
+    def _view(self, key: Key) -> tuple[Any | None, Workload | None]:
+        """The adapter's view of the key from the cache, and its Workload."""
+        token, ns, name = key
+        ad = self.adapters[token]
+        if token == "jobset":
+            js: JobSet | None = self.objects.get("jobset", ns, name)
+            if js is None:
+                return None, self._orphan("JobSet", ns, name)
+            if managed_elsewhere(js):
+                return None, None
+            owned = [w for w in self.objects.workloads_of(js.metadata.uid) if ad.owns(w, js)]
+            live = [w for w in owned if w.metadata.deletion_timestamp is None]
+            found = live or owned
+            return js, found[0] if found else None
+        if token == "pod":
+            pod: Pod | None = self.objects.get("pod", ns, name)
+            if pod is None:
+                return None, self._orphan("Pod", ns, name)
+            if not is_queued_pod(pod) or group_name(pod):
+                return None, None
+            view = PodGroup(namespace=ns, name=name, group=False, pods=(pod,))
+            wl = self.objects.get("workload", ns, ad.workload_name(view))
+            return view, wl
+        members = sorted(self._groups.get((ns, name), ()))
+        pods = tuple(p for m in members if (p := self.objects.get("pod", ns, m)) is not None and is_queued_pod(p))
+        wl = self.objects.get("workload", ns, name)
+        return (PodGroup(namespace=ns, name=name, group=True, pods=pods) if pods else None), wl
+
+    def _orphan(self, kind: str, ns: str, name: str) -> Workload | None:
+        """The Workload a vanished object controlled (to release its quota and let it go); a scan,
+        but only for objects that are gone."""
+        for wl in self.objects.all("workload"):
+            ref = wl.metadata.controller_ref()
+            if wl.metadata.namespace == ns and ref is not None and ref.kind == kind and ref.name == name:
+                return wl
+        return None
+
+    async def _reconcile(self, key: Key) -> float | None:
+        """One step: the write's own watch event brings the key back for the next one, so every
+        decision is made on a cache that already shows our previous write."""
+        job, wl = self._view(key)
+        now = rfc3339_seconds(self.clock.now())
+        if job is None:
+            if wl is None:
+                return None
+            step = generic.reconcile_orphan(wl, now)
+        else:
+            step = generic.reconcile(self.adapters[key[0]], job, wl, self.objects.flavors(),
+                                     self.objects.priority_classes(), self.objects.pod_priority_classes(), now,
+                                     wait_for_pods_ready=self.wait_for_pods_ready)
+        if isinstance(step, Skip):
+            self._say(key, step.reason)
+            return None
+        try:
+            await apply_action(self.client, step)
+            self.writes += 1
+            self.log.info("applied", key=key, kind=step.kind, name=step.name, why=step.why)
+        except (Conflict, NotFound) as e:  # decided on a stale cache: the watch is bringing news
+            self.log.debug("stale; deciding again", key=key, error=str(e))
+            return self.retry_base_s
+        except KubeError as e:
+            wait = retry_delay(e, self.retry_base_s)
+            self.log.warning("write failed; will retry", key=key, error=str(e), delay_s=wait)
+            return wait
+        return None
+
+    def _say(self, key: Key, reason: str) -> None:
+        """Reasons a user must see (a malformed or incomplete pod group): logged once per reason."""
+        if reason.split(":", 1)[0] in ("PodGroupTotalCountMismatch", "InvalidPodGroupTotalCount", "PodGroupTooBig",
+                                       "CannotCreateWorkload", "WaitingForPodGroup"):
+            said = (key[0], key[1], f"{key[2]}|{reason}")
+            if said not in self._said:
+                self._said.add(said)
+                self.log.warning("cannot queue yet", key=key, reason=reason)
+

@@ -1,0 +1,174 @@
+"""Kueue's documentation examples for each job framework, in their shape (examples/integrations/), on
+`kq up` after Kueue's quick-start queues: each is queued (gated or suspended until admitted), gets its
+Workload, is admitted, runs on kubesim's nodes, and finishes (or keeps running, for serving).
+
+One stack for the module; the tests apply into the quick start's `default` namespace and look only at
+their own Workloads (by name prefix), and at the quota left once batch objects finish."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from e2e.test_cli_stack import EXAMPLES, table
+from support.wait import eventually
+
+from kq.stack import stop_stack
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
+SAMPLES = EXAMPLES / "integrations"
+
+
+class Run:
+    def __init__(self, p: subprocess.CompletedProcess[str]) -> None:
+        self.code, self.out, self.err = p.returncode, p.stdout, p.stderr
+
+    def __repr__(self) -> str:
+        return f"exit {self.code}\nstdout:\n{self.out}\nstderr:\n{self.err}"
+
+
+def _kq(d: Path, *args: str, stdin: str | None = None) -> Run:
+    return Run(subprocess.run([sys.executable, "-m", "kq.cli", *args, "--dir", str(d)], capture_output=True,
+                              text=True, timeout=60, input=stdin))
+
+
+async def kq(d: Path, *args: str, stdin: str | None = None) -> Run:
+    return await asyncio.to_thread(_kq, d, *args, stdin=stdin)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    d = tmp_path_factory.mktemp("integrations") / "stack"
+    up = subprocess.run([sys.executable, "-m", "kq.cli", "up", "--dir", str(d), "--sleep-scale", "0.05",
+                         "--timeout", "120"], capture_output=True, text=True, timeout=150)
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        setup = _kq(d, "apply", "-f", str(EXAMPLES / "single-clusterqueue-setup.yaml"))
+        assert setup.code == 0, setup
+        yield d
+    finally:
+        if (d / "stack.json").exists():
+            asyncio.run(stop_stack(d, grace_s=5.0))
+
+
+async def rows(d: Path, kind: str) -> list[dict[str, str]]:
+    got = await kq(d, "get", kind, "-n", "default")
+    assert got.code == 0, got
+    return table(got.out) if got.out.strip() else []
+
+
+async def created_names(d: Path, sample: str) -> list[str]:
+    done = await kq(d, "create", "-f", str(SAMPLES / sample))
+    assert done.code == 0, done
+    return [line.split()[0].split("/", 1)[1] for line in done.out.splitlines()]
+
+
+async def wait_workloads(d: Path, prefix: str, states: set[str], count: int = 1,
+                         timeout: float = 60) -> list[dict[str, str]]:
+    async def check() -> list[dict[str, str]]:
+        mine = [r for r in await rows(d, "workloads") if r["NAME"].startswith(prefix)]
+        assert len(mine) == count and {r["STATE"] for r in mine} <= states, mine
+        return mine
+
+    return await eventually(check, timeout=timeout, interval=0.5, what=f"workloads {prefix}* in {states}")
+
+
+async def pod_states(d: Path, prefix: str) -> dict[str, str]:
+    return {r["NAME"]: r["STATUS"] for r in await rows(d, "pods") if r["NAME"].startswith(prefix)}
+
+
+async def test_jobset_sample_is_queued_admitted_and_finishes(stack: Path) -> None:
+    [name] = await created_names(stack, "sample-jobset.yaml")
+    await wait_workloads(stack, f"jobset-{name}-", {"Admitted", "Finished"})
+    [wl] = await wait_workloads(stack, f"jobset-{name}-", {"Finished"})
+    assert wl["QUEUE"] == "user-queue" and wl["RESERVED IN"] == "cluster-queue", wl
+    # Its Jobs ran their pods (one per replicated Job) to the end.
+    pods = await pod_states(stack, f"{name}-")
+    assert sorted(p.rsplit("-", 1)[0] for p in pods) == [f"{name}-driver-0", f"{name}-workers-0"], pods
+    assert set(pods.values()) == {"Succeeded"}, pods
+
+
+async def test_plain_pod_sample_is_gated_until_admitted_and_finishes(stack: Path) -> None:
+    [name] = await created_names(stack, "sample-pod.yaml")
+    [wl] = await wait_workloads(stack, f"pod-{name}-", {"Finished"})
+    assert wl["ADMITTED"] == "True", wl
+
+    async def succeeded() -> dict[str, str]:
+        got = await pod_states(stack, name)
+        assert got == {name: "Succeeded"}, got
+        return got
+
+    await eventually(succeeded, timeout=30, interval=0.5, what="the pod succeeds")
+
+
+async def test_pod_group_waits_for_its_last_member_then_runs_as_one(stack: Path) -> None:
+    leader, worker = (SAMPLES / "sample-pod-group.yaml").read_text().split("\n---\n")
+    first = await kq(stack, "create", "-f", "-", stdin=leader)
+    assert first.code == 0, first
+    # One member of two: gated, no Workload for the group yet.
+    lead = first.out.split()[0].split("/", 1)[1]
+
+    async def gated() -> dict[str, str]:
+        got = await pod_states(stack, lead)
+        assert got == {lead: "SchedulingGated"}, got
+        return got
+
+    await eventually(gated, timeout=30, interval=0.5, what="the first member is gated")
+    assert not [r for r in await rows(stack, "workloads") if r["NAME"] == "sample-group"]
+    second = await kq(stack, "create", "-f", "-", stdin=worker)
+    assert second.code == 0, second
+    [wl] = await wait_workloads(stack, "sample-group", {"Finished"})
+    assert wl["ADMITTED"] == "True", wl
+    states = await pod_states(stack, "sample-")
+    assert sorted(states.values()) == ["Succeeded", "Succeeded"], states
+
+
+async def test_deployment_sample_pods_are_admitted_and_keep_serving(stack: Path) -> None:
+    done = await kq(stack, "apply", "-f", str(SAMPLES / "sample-deployment.yaml"))
+    assert done.code == 0, done
+    await wait_workloads(stack, "pod-nginx-deployment-", {"Admitted"}, count=3)
+
+    async def running() -> dict[str, str]:
+        got = await pod_states(stack, "nginx-deployment-")
+        assert len(got) == 3 and set(got.values()) == {"Running"}, got
+        return got
+
+    await eventually(running, timeout=30, interval=0.5, what="the Deployment's three pods run")
+
+
+async def test_statefulset_sample_is_admitted_as_one_group_and_keeps_serving(stack: Path) -> None:
+    done = await kq(stack, "apply", "-f", str(SAMPLES / "sample-statefulset.yaml"))
+    assert done.code == 0, done
+    await wait_workloads(stack, "statefulset-nginx-statefulset-", {"Admitted"})
+
+    async def running() -> dict[str, str]:
+        got = await pod_states(stack, "nginx-statefulset-")
+        assert got == {f"nginx-statefulset-{i}": "Running" for i in range(3)}, got
+        return got
+
+    await eventually(running, timeout=60, interval=0.5, what="the StatefulSet's three pods run in order")
+
+
+async def test_leaderworkerset_sample_runs_each_group_as_one_workload(stack: Path) -> None:
+    done = await kq(stack, "apply", "-f", str(SAMPLES / "sample-leaderworkerset.yaml"))
+    assert done.code == 0, done
+    await wait_workloads(stack, "leaderworkerset-nginx-leaderworkerset-", {"Admitted"}, count=2)
+
+    async def running() -> dict[str, str]:
+        got = await pod_states(stack, "nginx-leaderworkerset-")
+        assert len(got) == 6 and set(got.values()) == {"Running"}, got
+        return got
+
+    await eventually(running, timeout=60, interval=0.5, what="two groups of a leader and two workers run")
+
+
+async def test_a_framework_kq_lacks_is_refused_not_run_unqueued(stack: Path) -> None:
+    ray_job = ("apiVersion: ray.io/v1\nkind: RayJob\nmetadata:\n  name: rayjob-sample\n"
+               "  labels: {kueue.x-k8s.io/queue-name: user-queue}\nspec: {entrypoint: python x.py}\n")
+    refused = await kq(stack, "apply", "-f", "-", stdin=ray_job)
+    assert refused.code != 0, refused
+    assert "ray.io" in refused.err and "not available in kq" in refused.err, refused
