@@ -56,9 +56,20 @@ WRONG_EXAMPLES = {
 }
 
 
+# Known intermittent failures, each an open defect named in issue #9's notes (not strict: they
+# pass most runs). TAS preemption sometimes finds no victim: the victim's bound pod seems to be
+# counted beside its hold, so removing the hold does not free the node.
+FLAKY = {
+    "tas-example-preempt-on-full-node": "TAS preemption sometimes finds no victim (open defect, issue #9)",
+    "tas-preemption-evicts-only-what-is-needed": "TAS preemption sometimes finds no victim (open defect, issue #9)",
+}
+
+
 def _param(p: Path) -> ParameterSet:
     wrong = WRONG_EXAMPLES.get(p.stem) if p.is_relative_to(SHARED_EXAMPLES) else None
     marks = [pytest.mark.xfail(reason=wrong, strict=True)] if wrong else []
+    if p.stem in FLAKY:
+        marks.append(pytest.mark.xfail(reason=FLAKY[p.stem], strict=False))
     return pytest.param(p, id=f"{p.parent.parent.name}/{p.parent.name}/{p.stem}", marks=marks)
 
 
