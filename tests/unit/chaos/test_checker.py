@@ -51,7 +51,7 @@ def pod(name: str, job_name: str, job_uid: str, cpu: str, *, running: bool = Tru
 def test_a_clean_history_has_no_violation_and_counts_end_states() -> None:
     h = History()
     h.put(CQS, {"metadata": {"name": "cq"}, "spec": CPU}, event="ADDED")
-    for i, end in ((1, "finished"), (2, "pending")):
+    for i in (1, 2):
         h.put(JOBS, job(f"j{i}", f"j{i}"), event="ADDED")
         h.put(WORKLOADS, workload(f"j{i}", f"w{i}", f"j{i}", pending_message="waiting"), event="ADDED")
     h.put(WORKLOADS, workload("j1", "w1", "j1", cpu="2"))
