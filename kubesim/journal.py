@@ -18,6 +18,7 @@ from pathlib import Path
 DEFAULT_RESOURCES = frozenset({
     "workloads.kueue.x-k8s.io", "clusterqueues.kueue.x-k8s.io", "cohorts.kueue.x-k8s.io",
     "localqueues.kueue.x-k8s.io", "jobs.batch", "pods", "workloadpriorityclasses.kueue.x-k8s.io",
+    "admissionchecks.kueue.x-k8s.io", "multikueueclusters.kueue.x-k8s.io",
 })
 
 

@@ -56,6 +56,7 @@ class Report:
     ends: Counter[str] = field(default_factory=Counter)  # finished / admitted / deactivated / pending
     violations: list[Violation] = field(default_factory=list)
     progress: list[float] = field(default_factory=list)  # times a manager Workload got quota
+    finished_uids: set[str] = field(default_factory=set)  # manager Workloads seen Finished
     first_t: float = 0.0
     last_t: float = 0.0
 
@@ -140,6 +141,10 @@ class Checker:
         self._seen_jobs: set[str] = set()
         self._counted: set[str] = set()  # pods counted as running (for the two-clusters rule)
 
+    @property
+    def finished(self) -> set[str]:
+        return self.report.finished_uids
+
     def _cluster(self, name: str) -> _Cluster:
         c = self.clusters.get(name)
         if c is None:
@@ -187,6 +192,8 @@ class Checker:
             cl.workloads.pop(uid, None)
         else:
             cl.workloads[uid] = wl
+            if rec.c == self.manager and _true(wl, "Finished"):
+                self.report.finished_uids.add(uid)
         if job is not None:
             live = cl.wl_of_job[job["uid"]]
             (live.discard if gone else live.add)(uid)
@@ -294,6 +301,7 @@ class Checker:
 
 
 _decoder = msgspec.json.Decoder(Record)
+decode_record = _decoder.decode
 
 
 def read_journal(path: str | Path) -> Iterable[Record]:
