@@ -66,8 +66,21 @@ class ChaosResult:
     finished: int = 0
 
     @property
+    def all_finished(self) -> bool:
+        return self.finished == self.config.workloads
+
+    @property
+    def idle(self) -> int:
+        """Faults after the last admission of a run that finished everything: nothing left to recover."""
+        return self.recovery_s.count(None) if self.all_finished else 0
+
+    @property
+    def not_recovered(self) -> int:
+        return self.recovery_s.count(None) - self.idle
+
+    @property
     def ok(self) -> bool:
-        return not self.report.violations and None not in self.recovery_s and self.finished == self.config.workloads
+        return not self.report.violations and not self.not_recovered and self.all_finished
 
     def figures(self) -> dict[str, Any]:
         rec = sorted(r for r in self.recovery_s if r is not None)
@@ -76,7 +89,7 @@ class ChaosResult:
             "ends": dict(self.report.ends), "faults": dict(Counter(f.kind for f in self.injected)),
             "violations": len(self.report.violations), "violationsByKind": dict(self.report.by_kind()),
             "recoveryP50S": _pct(rec, 50), "recoveryP99S": _pct(rec, 99), "recoveryMaxS": rec[-1] if rec else None,
-            "notRecovered": self.recovery_s.count(None), "restarts": dict(self.restarts),
+            "notRecovered": self.not_recovered, "afterTheLastAdmission": self.idle, "restarts": dict(self.restarts),
             "journalRecords": self.report.records, "wallS": round(self.wall_s, 1), "seed": self.config.seed,
         }
 
@@ -90,7 +103,8 @@ class ChaosResult:
                                                      or "none"),
                  f"  violations: {f['violations']}" + (f" {f['violationsByKind']}" if f["violations"] else ""),
                  f"  time to recover after a fault: p50 {f['recoveryP50S']} s, p99 {f['recoveryP99S']} s, "
-                 f"max {f['recoveryMaxS']} s ({f['notRecovered']} not recovered)"]
+                 f"max {f['recoveryMaxS']} s ({f['notRecovered']} not recovered, "
+                 f"{f['afterTheLastAdmission']} after the last admission)"]
         by_kind: dict[str, list[float]] = {}
         for inj, r in zip(self.injected, self.recovery_s, strict=True):
             if r is not None:
