@@ -39,7 +39,8 @@ from kq.stack.health import HEALTHY, instance_status
 from kq.stack.process import ChildProcess, ProcessRecord, is_alive, log_tail, start_ticks, stop_pids
 from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs
 from kq.stack.state import ClusterRecord, StackState, read_state, remove_state, state_path, write_state
-from kq.stack.supervise import Restart, RestartPolicy, Supervisor
+from kq.stack.supervise import RestartPolicy, Supervisor
+from kq.stack.supervised import SupervisedChildren, with_port
 
 ClusterSpec = tuple[str, str]  # (name, role)
 DEFAULT_CLUSTERS: tuple[ClusterSpec, ...] = (("manager", "manager"), ("worker-1", "worker"), ("worker-2", "worker"))
@@ -78,7 +79,7 @@ def _kueue(config: KueueConfig | Mapping[str, Any] | None) -> KueueConfig:
         raise StackError(str(e)) from None
 
 
-class Stack:
+class Stack(SupervisedChildren):
     def __init__(
         self,
         dir: str | os.PathLike[str],
@@ -327,12 +328,12 @@ class Stack:
     def _snapshot(self) -> StackState:
         assert self._nats is not None and self._nats.pid is not None and self._nats.log_file is not None
         nats_rec = ProcessRecord(name="nats-server", role="nats", pid=self._nats.pid,
-                                 argv=_with_port(self._nats.argv, "-p", self._nats.client_port),
+                                 argv=with_port(self._nats.argv, "-p", self._nats.client_port),
                                  log=str(self._nats.log_file), start_ticks=start_ticks(self._nats.pid))
         procs = [nats_rec] + [c.record for c in self._children()]
         if self._kubesim is not None:  # restarted on the port its kubeconfigs name
             k = self._kubesim.record
-            procs[1] = msgspec.structs.replace(k, argv=_with_port(k.argv, "--port", self._kubesim_port()))
+            procs[1] = msgspec.structs.replace(k, argv=with_port(k.argv, "--port", self._kubesim_port()))
         return StackState(
             dir=str(self.dir), nats_url=self.nats_url, kubesim_url=self.kubesim_url, config=str(self.config_path),
             clusters=tuple(ClusterRecord(name=n, role=r, kubeconfig=self._kubeconfigs[n]) for n, r in self.clusters),
@@ -341,76 +342,6 @@ class Stack:
 
     def _kubesim_port(self) -> int:
         return int(self.kubesim_url.rsplit(":", 1)[1])
-
-    # -- supervision (in-process stacks) -----------------------------------------------------------
-
-    def _supervise(self) -> None:
-        sup = self.supervisor
-        if sup is None:
-            return
-        sup.watch("nats-server", lambda: self._nats is not None and self._nats.running(), self._restart_nats)
-        sup.watch("kubesim", lambda: self._kubesim is not None and self._kubesim.exit_code() is None,
-                  self._restart_kubesim)
-        for name in self._services:
-            self._watch_service(name)
-        self._supervising = asyncio.get_running_loop().create_task(sup.run(), name="kq-supervisor")
-
-    def _watch_service(self, name: str) -> None:
-        if self.supervisor is None:
-            return
-
-        def alive() -> bool:
-            child = self._services.get(name)
-            return child is not None and child.exit_code() is None
-
-        async def restart() -> None:
-            child = self._services[name]
-            assert child.record.service is not None and child.record.instance is not None
-            self._spawn_service(child.record.service, child.record.instance)
-
-        self.supervisor.watch(name, alive, restart)
-
-    async def _restart_nats(self) -> None:
-        old = self._nats
-        assert old is not None and old.store_dir is not None and old.log_file is not None
-        old.stop(timeout=0.1)  # reaps the dead process
-        self._nats = NatsServer(store_dir=old.store_dir, log_file=old.log_file, port=old.client_port or 0,
-                                detach=self.detach, start_timeout=self.timeout_s)
-        await self._nats.start_async()
-
-    async def _restart_kubesim(self) -> None:
-        old = self._kubesim
-        assert old is not None
-        argv = _with_port(old.record.argv, "--port", self._kubesim_port())
-        self._kubesim = ChildProcess.spawn("kubesim", "kubesim", argv, self.log_path("kubesim"), env=self._env(),
-                                           cwd=self.dir, detach=self.detach, record_env=self._own_env())
-
-    def restarts(self, process: str) -> int:
-        return self.supervisor.restarts(process) if self.supervisor is not None else 0
-
-    def restart_history(self) -> list[Restart]:
-        return list(self.supervisor.history) if self.supervisor is not None else []
-
-    async def crash(self, process: str, *, timeout_s: float = 10.0) -> None:
-        """SIGKILL one process (a service instance, "kubesim" or "nats-server") and wait until it
-        is gone; a supervised stack starts it again."""
-        if process == "nats-server":
-            assert self._nats is not None and self._nats._proc is not None
-            popen = self._nats._proc
-        elif process == "kubesim":
-            assert self._kubesim is not None
-            popen = self._kubesim.popen
-        else:
-            child = self._services.get(process)
-            if child is None:
-                raise StackError(f"no process {process} in this stack ({', '.join(self._services) or 'none'})")
-            popen = child.popen
-        if popen.poll() is None:
-            popen.send_signal(signal.SIGKILL)
-        try:
-            await asyncio.wait_for(asyncio.to_thread(popen.wait), timeout_s)
-        except TimeoutError:
-            raise StackError(f"{process} still running {timeout_s}s after SIGKILL") from None
 
     def _children(self) -> list[ChildProcess]:
         kids = [self._kubesim] if self._kubesim is not None else []
@@ -510,14 +441,6 @@ async def stop_stack(stack_dir: str | os.PathLike[str], *, grace_s: float = 10.0
 def _line(name: str, status: str, detail: str, t0: float) -> str:
     took = f"({time.monotonic() - t0:.1f}s)"
     return f"  {name:<14} {status:<8} {detail + '  ' if detail else ''}{took}"
-
-
-def _with_port(argv: Sequence[str], flag: str, port: int | None) -> tuple[str, ...]:
-    """argv with the value after `flag` set to the port the process listens on."""
-    out = list(argv)
-    if port is not None and flag in out:
-        out[out.index(flag) + 1] = str(port)
-    return tuple(out)
 
 
 def _read(path: Path) -> str:
