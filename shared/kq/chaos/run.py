@@ -53,6 +53,7 @@ class ChaosConfig:
     drain_timeout_s: float = 180.0
     startup_timeout_s: float = 90.0
     log_level: str = "warning"
+    shuffle: bool = True  # False: the faults in the order given
 
 
 @dataclass
@@ -235,7 +236,8 @@ async def run_chaos(cfg: ChaosConfig, say: Say | None = None) -> ChaosResult:
 
             async def inject() -> None:
                 kinds = list(cfg.faults)
-                rng.shuffle(kinds)
+                if cfg.shuffle:
+                    rng.shuffle(kinds)
                 await asyncio.sleep(cfg.first_fault_s)
                 async with Injector(stack, hold_s=cfg.hold_s) as inj:
                     i = 0
