@@ -31,7 +31,7 @@ from pathlib import Path
 import msgspec
 
 from kq.stack.process import ProcessRecord, is_alive, start_ticks
-from kq.stack.state import StateError, read_state, write_state
+from kq.stack.state import StackState, StateError, read_state, write_state
 
 TICK_S = 0.2
 
@@ -144,16 +144,14 @@ class RecordKeeper:
         self.dir = stack_dir
         self.supervisor = Supervisor(policy, on_restart=self._say)
         self._children: dict[str, subprocess.Popen[bytes]] = {}
+        self._state: StackState | None = None  # stack.json as read at this tick
 
     def _say(self, r: Restart) -> None:
         what = f"failed: {r.error}" if r.error else "restarted"
         print(f"{_now()} {r.name} {what} after {r.waited_s:.1f}s", flush=True)
 
     def _record(self, name: str) -> ProcessRecord | None:
-        try:
-            return read_state(self.dir).process(name)
-        except StateError:
-            return None
+        return self._state.process(name) if self._state is not None else None
 
     def _alive(self, name: str) -> bool:
         child = self._children.get(name)
@@ -188,7 +186,7 @@ class RecordKeeper:
         me = os.getpid()
         while True:
             try:
-                state = read_state(self.dir)
+                state = self._state = read_state(self.dir)
             except StateError:
                 return 0  # the stack is gone (kq down)
             for p in state.processes:
