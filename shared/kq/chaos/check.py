@@ -57,6 +57,7 @@ class Report:
     violations: list[Violation] = field(default_factory=list)
     progress: list[float] = field(default_factory=list)  # times a manager Workload got quota
     finished_uids: set[str] = field(default_factory=set)  # manager Workloads seen Finished
+    unfinished: list[str] = field(default_factory=list)  # how the first unfinished ones ended (for the summary)
     first_t: float = 0.0
     last_t: float = 0.0
 
@@ -288,6 +289,11 @@ class Checker:
                                                 f"stuck: workload {meta.get('namespace')}/{meta['name']} "
                                                 "pending without a reason"))
             rep.ends[end] += 1
+            if end != "finished" and len(rep.unfinished) < 20:
+                conds = ", ".join(f"{c.get('type')}={c.get('status')}" for c in wl["status"].get("conditions") or ())
+                checks = ", ".join(f"{c.get('name')}={c.get('state')}" for c in wl["status"].get("admissionChecks") or ())
+                rep.unfinished.append(f"{meta.get('namespace')}/{meta['name']} {end}: {conds}"
+                                      + (f"; checks {checks}" if checks else ""))
         has_wl = {ref["uid"] for wl in m.workloads.values() if (ref := _owner(wl, "Job")) is not None}
         for uid, job in m.jobs.items():
             labels = job["metadata"].get("labels") or {}

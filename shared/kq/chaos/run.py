@@ -111,6 +111,7 @@ class ChaosResult:
             if r is not None:
                 by_kind.setdefault(inj.kind, []).append(r)
         lines += [f"    {k:<20} {', '.join(f'{x:.2f}' for x in sorted(v))}" for k, v in sorted(by_kind.items())]
+        lines += [f"  unfinished: {u}" for u in self.report.unfinished]
         lines += [f"  ! {v.cluster} t+{v.t - self.report.first_t:.2f}s {v.what}" for v in self.report.violations[:20]]
         return "\n".join(lines)
 
