@@ -290,8 +290,9 @@ class Checker:
                                                 "pending without a reason"))
             rep.ends[end] += 1
             if end != "finished" and len(rep.unfinished) < 20:
-                conds = ", ".join(f"{c.get('type')}={c.get('status')}" for c in wl["status"].get("conditions") or ())
-                checks = ", ".join(f"{c.get('name')}={c.get('state')}" for c in wl["status"].get("admissionChecks") or ())
+                st = wl.get("status", {})
+                conds = ", ".join(f"{c.get('type')}={c.get('status')}" for c in st.get("conditions") or ())
+                checks = ", ".join(f"{c.get('name')}={c.get('state')}" for c in st.get("admissionChecks") or ())
                 rep.unfinished.append(f"{meta.get('namespace')}/{meta['name']} {end}: {conds}"
                                       + (f"; checks {checks}" if checks else ""))
         has_wl = {ref["uid"] for wl in m.workloads.values() if (ref := _owner(wl, "Job")) is not None}
