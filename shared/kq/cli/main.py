@@ -101,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("args", nargs=argparse.REMAINDER)
     p = cmd("bench", "benchmarks", None)
     p.add_argument("args", nargs=argparse.REMAINDER)
+    p = cmd("chaos", "run the stack under injected faults and check kq's invariants", None)
+    p.add_argument("args", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -132,11 +134,11 @@ def main(argv: Sequence[str] | None = None, *, out: IO[str] | None = None, err: 
          stdin: IO[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     io = Streams(out or sys.stdout, err or sys.stderr, stdin or sys.stdin)
-    if argv and argv[0] in ("scenario", "bench"):
+    if argv and argv[0] in ("scenario", "bench", "chaos"):
         # Their own parsers see every option, so `kq bench --help` and options before FILE work.
         return _delegate(f"kq.{argv[0]}.cli", argv[1:], io.err)
     args = build_parser().parse_args(argv)
-    if args.command in ("scenario", "bench"):
+    if args.command in ("scenario", "bench", "chaos"):
         return _delegate(f"kq.{args.command}.cli", list(args.args), io.err)
     configure_logging("kq", "0", "error")  # library warnings stay out of kubectl-like output
     try:
