@@ -5,6 +5,7 @@
     kq delete KIND NAME... [-n NS]
     kq get KIND [NAME...] [-n NS|-A] [-o yaml|json|name]   read from the bus mirror
     kq describe workload NS/NAME           state, reason and decision history
+    kq dashboard [--port 8090]             the web page: queues, usage, pending positions, decisions
     kq scenario run FILE [--json]          (kq.scenario.cli)
     kq bench ...                           (kq.bench.cli, when present)
 """
@@ -21,6 +22,7 @@ from typing import IO
 from kq.api import InputError
 from kq.cli.apply import UsageError
 from kq.cli.busread import BusReadError
+from kq.cli.dashboard import cmd_dashboard
 from kq.cli.objects import Streams, cmd_delete, cmd_describe, cmd_get, cmd_write
 from kq.cli.stackcmds import cmd_down, cmd_status, cmd_up
 from kq.cli.target import TargetError
@@ -96,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("kind", help="workload")
     p.add_argument("name", help="NAMESPACE/NAME or NAME (a Workload, or the Job that owns one)")
     _namespace(p)
+
+    p = cmd("dashboard", "serve the web dashboard: ClusterQueues, usage against quota, pending positions, decisions",
+            cmd_dashboard)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
+    p.add_argument("--port", type=int, default=8090, help="port to listen on (0: any free one)")
 
     p = cmd("scenario", "run scenario files (kq scenario run FILE [--json])", None)
     p.add_argument("args", nargs=argparse.REMAINDER)
