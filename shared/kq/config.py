@@ -36,6 +36,7 @@ __all__ = [
     "ClusterConfig",
     "Config",
     "ConfigError",
+    "config_path_from_env",
     "FairSharing",
     "HttpConfig",
     "KueueConfig",
@@ -242,6 +243,11 @@ def _field_first(message: str) -> str:
     whole path first ("kueue.waitForPodsReady.timeout: negative ..."), as the user wrote it."""
     m = _CHECK_AT.match(message)
     return f"{m['path']}.{m['field']}: {m['what']}" if m else message
+
+
+def config_path_from_env() -> str | None:
+    """$KQ_CONFIG: the config file every service (and `kq dashboard` in deploy/) reads."""
+    return os.environ.get("KQ_CONFIG") or None
 
 
 def load_config(path: str | None = None) -> Config:

@@ -116,7 +116,7 @@ async def test_the_dashboard_shows_usage_positions_and_a_preemption_in_a_browser
     _browser_or_skip()
     await make_cohort_world(kube)
     async with running_watcher(bus, sim, tmp_path, [C]), running_admission(nats_config, sim, tmp_path), \
-            serving(nats_config.url, C, "127.0.0.1", 0) as (feed, port):
+            serving(nats_config, C, "127.0.0.1", 0) as (feed, port):
         low = await workload_of_job(kube, await create(kube, job_doc("low", runtime="1h", parallelism=4,
                                                                       priority_class="low")))
 

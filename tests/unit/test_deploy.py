@@ -17,6 +17,7 @@ DEPLOY = ROOT / "deploy"
 # Every service that exists (has a __main__) is deployed, and nothing else: a manifest for a
 # service that does not exist yet would crash-loop. The others arrive with their issues.
 SERVICES = tuple(sorted(p.parent.name for p in (ROOT / "services").glob("*/__main__.py")))
+DASHBOARD = "kq-dashboard"  # `kq dashboard`: the web page, beside the services, from the same image
 ALLOWED_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
 NAMESPACE = "kq-system"
 CLUSTER_SCOPED = {
@@ -76,8 +77,10 @@ def _deployments() -> dict[str, dict[str, Any]]:
 
 def test_one_deployment_per_service_from_one_image():
     deps = _deployments()
-    assert set(deps) == {f"kq-{s}" for s in SERVICES}
-    images = set()
+    assert set(deps) == {f"kq-{s}" for s in SERVICES} | {DASHBOARD}
+    (dash,) = deps[DASHBOARD]["spec"]["template"]["spec"]["containers"]
+    assert dash["command"][:2] == ["kq", "dashboard"] and "--nats" not in dash["command"]  # the bus from KQ_CONFIG
+    images = {dash["image"]}
     for name in SERVICES:
         (container,) = deps[f"kq-{name}"]["spec"]["template"]["spec"]["containers"]
         assert container["command"] == ["python", "-m", f"services.{name}"]
@@ -118,7 +121,7 @@ def test_every_service_account_exists_and_only_kubernetes_clients_get_a_token():
         token = name in WITH_TOKEN
         assert pod["automountServiceAccountToken"] is token, name
         assert accounts[sa].get("automountServiceAccountToken") is token, name
-    assert len({d["spec"]["template"]["spec"]["serviceAccountName"] for d in _deployments().values()}) == len(SERVICES)
+    assert len({d["spec"]["template"]["spec"]["serviceAccountName"] for d in _deployments().values()}) == len(SERVICES) + 1
 
 
 def _bindings() -> list[dict[str, Any]]:
@@ -292,7 +295,27 @@ def test_every_deployment_is_probed_and_scraped_on_the_configured_port():
         for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
             assert container.get(probe, {}).get("httpGet") == {"path": path, "port": "http"}, f"{name}: {probe}"
         notes = template["metadata"].get("annotations", {})
+        if name == DASHBOARD:  # it serves no /metrics: scraping it would only log errors
+            assert notes.get("prometheus.io/scrape") == "false"
+            continue
         assert (notes.get("prometheus.io/scrape"), notes.get("prometheus.io/port")) == ("true", str(port)), name
+
+
+def test_disruption_budgets_keep_one_of_each_replicated_service_and_the_nats_quorum():
+    budgets = {b["metadata"]["name"]: b["spec"] for b in _of_kind("PodDisruptionBudget")}
+    workloads = {**_deployments(), **{s["metadata"]["name"]: s for s in _of_kind("StatefulSet")}}
+    for name, w in workloads.items():
+        replicas = w["spec"]["replicas"]
+        covering = [b for b in budgets.values()
+                    if b["selector"]["matchLabels"].items() <= w["spec"]["template"]["metadata"]["labels"].items()]
+        if replicas < 2:  # a budget on one replica could only block node drains
+            assert not covering, name
+            continue
+        (budget,) = covering
+        allowed = budget.get("maxUnavailable", replicas - budget.get("minAvailable", 0))
+        assert 1 <= allowed < replicas, (name, budget)  # drains proceed, one pod at a time at most
+        if w["kind"] == "StatefulSet":  # NATS: a JetStream cluster of 3 keeps its quorum
+            assert replicas - allowed > replicas // 2, budget
 
 
 def test_the_grafana_dashboard_queries_only_metrics_kq_exports():

@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
             cmd_dashboard)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 in a container)")
     p.add_argument("--port", type=int, default=8090, help="port to listen on (0: any free one)")
+    p.add_argument("--config", help="a kq config file naming the bus (default $KQ_CONFIG when no --nats/--dir)")
 
     p = cmd("scenario", "run scenario files (kq scenario run FILE [--json])", None)
     p.add_argument("args", nargs=argparse.REMAINDER)

@@ -151,9 +151,9 @@ def dashboard_app(feed: DashboardFeed) -> web.Application:
 
 
 @asynccontextmanager
-async def serving(nats_url: str, cluster: str, host: str, port: int) -> AsyncIterator[tuple[DashboardFeed, int]]:
+async def serving(nats: NatsConfig, cluster: str, host: str, port: int) -> AsyncIterator[tuple[DashboardFeed, int]]:
     """Connect, follow, serve; yields the feed and the bound port (port 0 picks a free one)."""
-    bus = await Bus.connect(NatsConfig(url=nats_url), "dashboard", connect_timeout_s=5.0)
+    bus = await Bus.connect(nats, "dashboard", connect_timeout_s=10.0)
     try:
         feed = DashboardFeed(bus, cluster)
         async with feed.following():
