@@ -24,7 +24,7 @@ VERSIONS = ("1.34.0", kubernetes_validate.latest_version())
 
 
 def _all_manifests() -> list[tuple[str, dict[str, Any]]]:
-    out = []
+    out: list[tuple[str, dict[str, Any]]] = []
     for path in sorted(DEPLOY.rglob("*.yaml")):
         rel = str(path.relative_to(DEPLOY))
         if path.name == "kustomization.yaml" or rel.startswith("compose/"):
