@@ -204,6 +204,8 @@ def _env_overrides(raw: dict) -> dict:
         raw["instance"] = inst
     if lvl := os.environ.get("KQ_LOG_LEVEL"):
         raw["logLevel"] = lvl
+    if exporter := os.environ.get("OTEL_TRACES_EXPORTER"):  # OpenTelemetry's own variable: none|console|otlp
+        raw["otelExporter"] = exporter
     if port := os.environ.get("KQ_HTTP_PORT"):
         if not port.isdigit():
             raise ConfigError(f"KQ_HTTP_PORT: not a port number: {port!r}")
