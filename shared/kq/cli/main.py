@@ -5,6 +5,8 @@
     kq delete KIND NAME... [-n NS]
     kq get KIND [NAME...] [-n NS|-A] [-o yaml|json|name]   read from the bus mirror
     kq describe workload NS/NAME           state, reason and decision history
+    kq create cq|lq|rf NAME [flags]        kueuectl's create (--nominal-quota, --cohort, -c CQ, ...)
+    kq stop|resume wl|lq|cq NAME...        kueuectl's stop/resume (spec.active, spec.stopPolicy)
     kq dashboard [--port 8090]             the web page: queues, usage, pending positions, decisions
     kq scenario run FILE [--json]          (kq.scenario.cli)
     kq bench ...                           (kq.bench.cli, when present)
@@ -24,6 +26,7 @@ from kq.cli.apply import UsageError
 from kq.cli.busread import BusReadError
 from kq.cli.dashboard import cmd_dashboard
 from kq.cli.objects import Streams, cmd_delete, cmd_describe, cmd_get, cmd_write
+from kq.cli.queues import add_create_flags, cmd_create_queue, cmd_stop_resume
 from kq.cli.stackcmds import cmd_down, cmd_status, cmd_up
 from kq.cli.target import TargetError
 from kq.kube import KubeError
@@ -76,10 +79,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
     cmd("status", "show the local stack's processes and their health", cmd_status)
 
-    for name, help in (("apply", "create or update objects from files"),
-                       ("create", "create objects from files (generateName works)")):
-        p = cmd(name, help, cmd_write)
-        p.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory or -")
+    p = cmd("apply", "create or update objects from files", cmd_write)
+    p.add_argument("-f", "--filename", action="append", required=True, help="a file, a directory or -")
+    _namespace(p)
+    p = cmd("create", "create objects from files (generateName works), or a queue or flavor from flags "
+                      "(kueuectl: create clusterqueue|localqueue|resourceflavor NAME)", cmd_create)
+    p.add_argument("-f", "--filename", action="append", help="a file, a directory or -")
+    p.add_argument("kind", nargs="?", help="clusterqueue (cq), localqueue (lq) or resourceflavor (rf)")
+    p.add_argument("names", nargs="*", help="its name")
+    _namespace(p)
+    add_create_flags(p)
+    for name, help in (("stop", "stop admitting to a queue (and drain it), or deactivate a workload (kueuectl)"),
+                       ("resume", "resume a stopped queue or workload (kueuectl)")):
+        p = cmd(name, help, cmd_stop_resume)
+        p.add_argument("kind", help="workload (wl), localqueue (lq) or clusterqueue (cq)")
+        p.add_argument("names", nargs="+", help="object names")
+        p.add_argument("--keep-already-running", action="store_true",
+                       help="stop: admit nothing new but leave what runs (stopPolicy Hold, not HoldAndDrain)")
         _namespace(p)
     p = cmd("delete", "delete objects named in files, or KIND NAME...", cmd_delete)
     p.add_argument("-f", "--filename", action="append", help="a file, a directory or -")
@@ -110,6 +126,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = cmd("bench", "benchmarks", None)
     p.add_argument("args", nargs=argparse.REMAINDER)
     return parser
+
+
+async def cmd_create(args: argparse.Namespace, io: Streams) -> int:
+    if args.filename:
+        if args.kind:
+            raise UsageError("give either -f FILE or KIND NAME [flags], not both")
+        return await cmd_write(args, io)
+    if not args.kind:
+        raise UsageError("must specify -f FILE, or clusterqueue|localqueue|resourceflavor NAME")
+    return await cmd_create_queue(args, io)
 
 
 def _delegate(module: str, argv: list[str], err: IO[str]) -> int:
