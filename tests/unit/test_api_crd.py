@@ -226,3 +226,28 @@ def test_pod_templates_keep_unmodelled_fields():
     assert container["x-kubernetes-preserve-unknown-fields"] is True
     docs = [d for d in yaml.safe_load_all(COMMITTED.read_text()) if d]
     assert [d["kind"] for d in docs] == ["CustomResourceDefinition"] * len(all_crds())
+
+
+@pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["spec"]["names"]["kind"])
+def test_printer_columns_name_fields_the_schema_has(crd):
+    """`kubectl get cq` reads well: every Kueue kind has columns, and each column's path is a real field
+    of the type the column says (a typo would print an empty column forever)."""
+    import re
+
+    (version,) = crd["spec"]["versions"]
+    columns = version.get("additionalPrinterColumns")
+    assert columns, "no printer columns"
+    schema = version["schema"]["openAPIV3Schema"]
+    for col in columns:
+        if col["name"] == "Age":  # metadata is the API server's, not in the schema
+            assert col["jsonPath"] == ".metadata.creationTimestamp"
+            continue
+        node = schema
+        for name, filt in re.findall(r"\.([A-Za-z]+)(\[\?\(.*?\)\])?", col["jsonPath"]):
+            assert name in node.get("properties", {}), f"{col['jsonPath']}: no {name!r}"
+            node = node["properties"][name]
+            if filt:  # a filter picks list items: descend into them
+                assert node["type"] == "array", col
+                node = node["items"]
+        want = {"string": {"string"}, "integer": {"integer"}}[col["type"]]
+        assert node.get("type") in want, (col, node)

@@ -20,12 +20,61 @@ from kq.api.constants import KUEUE_GROUP
 from kq.api.meta import QUANTITY_MARK
 from kq.api.registry import KINDS, KindInfo
 
-__all__ = ["QUANTITY_PATTERN", "openapi_schema", "crd_for", "all_crds", "render_crds"]
+__all__ = ["PRINTER_COLUMNS", "QUANTITY_PATTERN", "openapi_schema", "crd_for", "all_crds", "render_crds"]
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 _ZERO_DEFAULTS: tuple[Any, ...] = (None, "", 0, False, {}, [])
+
+
+def _column(name: str, type_: str, path: str, description: str, priority: int = 0) -> dict[str, Any]:
+    col: dict[str, Any] = {"name": name, "type": type_, "jsonPath": path, "description": description}
+    if priority:
+        col["priority"] = priority  # shown by `kubectl get -o wide` only
+    return col
+
+
+_AGE = _column("Age", "date", ".metadata.creationTimestamp", "Time this object was created")
+# What `kubectl get` prints for each Kueue kind: Kueue's own printer columns.
+PRINTER_COLUMNS: dict[str, tuple[dict[str, Any], ...]] = {
+    "ResourceFlavor": (_AGE,),
+    "ClusterQueue": (
+        _column("Cohort", "string", ".spec.cohortName", "The cohort this ClusterQueue belongs to"),
+        _column("Strategy", "string", ".spec.queueingStrategy", "The queueing strategy used to prioritize workloads",
+                priority=1),
+        _column("Pending Workloads", "integer", ".status.pendingWorkloads", "Number of pending workloads"),
+        _column("Admitted Workloads", "integer", ".status.admittedWorkloads", "Number of admitted workloads that "
+                "haven't finished yet", priority=1),
+    ),
+    "LocalQueue": (
+        _column("ClusterQueue", "string", ".spec.clusterQueue", "Backing ClusterQueue"),
+        _column("Pending Workloads", "integer", ".status.pendingWorkloads", "Number of pending workloads"),
+        _column("Admitted Workloads", "integer", ".status.admittedWorkloads", "Number of admitted workloads that "
+                "haven't finished yet"),
+    ),
+    "Cohort": (_column("Parent", "string", ".spec.parentName", "The parent cohort"), _AGE),
+    "Topology": (_AGE,),
+    "AdmissionCheck": (_column("Controller", "string", ".spec.controllerName", "The controller of this check"),
+                       _AGE),
+    "MultiKueueConfig": (_AGE,),
+    "MultiKueueCluster": (
+        _column("Connected", "string", ".status.conditions[?(@.type==\"Active\")].status",
+                "Whether the worker cluster is reachable"),
+        _AGE,
+    ),
+    "WorkloadPriorityClass": (_column("Value", "integer", ".value", "The priority"), _AGE),
+    "Workload": (
+        _column("Queue", "string", ".spec.queueName", "Name of the queue this workload was submitted to"),
+        _column("Reserved in", "string", ".status.admission.clusterQueue",
+                "Name of the ClusterQueue where the workload is reserving quota"),
+        _column("Admitted", "string", ".status.conditions[?(@.type==\"Admitted\")].status",
+                "Admission status"),
+        _column("Finished", "string", ".status.conditions[?(@.type==\"Finished\")].status",
+                "Workload finished"),
+        _AGE,
+    ),
+}
 
 
 def _quantity(description: str | None) -> dict[str, Any]:
@@ -135,6 +184,8 @@ def crd_for(info: KindInfo) -> dict[str, Any]:
     }
     if info.has_status:
         version["subresources"] = {"status": {}}
+    if info.kind in PRINTER_COLUMNS:
+        version["additionalPrinterColumns"] = list(PRINTER_COLUMNS[info.kind])
     names: dict[str, Any] = {
         "kind": info.kind,
         "listKind": f"{info.kind}List",
