@@ -38,3 +38,19 @@ async def cmd_dashboard(args: argparse.Namespace, io: Streams) -> int:
     except ConnectionError as e:
         raise BusReadError(f"{e}; is the stack up? (kq up / kq status)") from None
     return 0
+
+
+async def cmd_conversion_webhook(args: argparse.Namespace, io: Streams) -> int:
+    """`kq conversion-webhook`: the CRDs' v1beta1 <-> v1beta2 conversion over HTTPS (kq.conversion_webhook)."""
+    from kq.conversion_webhook import serving as serving_webhook
+    from kq.conversion_webhook import tls_context
+
+    if bool(args.tls_cert_file) != bool(args.tls_key_file):
+        print("error: give both --tls-cert-file and --tls-key-file (or neither, for plain HTTP in tests)", file=io.err)
+        return 2
+    tls = tls_context(args.tls_cert_file, args.tls_key_file) if args.tls_cert_file else None
+    async with serving_webhook(args.host, args.port, tls) as port:
+        scheme = "https" if tls else "http"
+        print(f"kq conversion webhook on {scheme}://{args.host}:{port}/convert", file=io.out, flush=True)
+        await asyncio.Event().wait()
+    return 0

@@ -7,6 +7,7 @@
     kq describe workload NS/NAME           state, reason and decision history
     kq create cq|lq|rf NAME [flags]        kueuectl's create (--nominal-quota, --cohort, -c CQ, ...)
     kq stop|resume wl|lq|cq NAME...        kueuectl's stop/resume (spec.active, spec.stopPolicy)
+    kq completion bash|zsh|tcsh            a shell completion script (also as kubectl-kq: kubectl kq ...)
     kq dashboard [--port 8090]             the web page: queues, usage, pending positions, decisions
     kq scenario run FILE [--json]          (kq.scenario.cli)
     kq bench ...                           (kq.bench.cli, when present)
@@ -24,7 +25,7 @@ from typing import IO
 from kq.api import InputError
 from kq.cli.apply import UsageError
 from kq.cli.busread import BusReadError
-from kq.cli.dashboard import cmd_dashboard
+from kq.cli.dashboard import cmd_conversion_webhook, cmd_dashboard
 from kq.cli.objects import Streams, cmd_delete, cmd_describe, cmd_get, cmd_write
 from kq.cli.queues import add_create_flags, cmd_create_queue, cmd_stop_resume
 from kq.cli.stackcmds import cmd_down, cmd_status, cmd_up
@@ -121,11 +122,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8090, help="port to listen on (0: any free one)")
     p.add_argument("--config", help="a kq config file naming the bus (default $KQ_CONFIG when no --nats/--dir)")
 
+    p = cmd("conversion-webhook", "serve the Kueue CRDs' v1beta1 <-> v1beta2 conversion (the API server calls it)",
+            cmd_conversion_webhook)
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    p.add_argument("--port", type=int, default=9443, help="port to listen on (0: any free one)")
+    p.add_argument("--tls-cert-file", help="the serving certificate (PEM); without it, plain HTTP (tests only)")
+    p.add_argument("--tls-key-file", help="its key (PEM)")
+
+    p = cmd("completion", "print a shell completion script: source <(kq completion bash)", cmd_completion)
+    p.add_argument("shell", choices=["bash", "zsh", "tcsh"])
+
     p = cmd("scenario", "run scenario files (kq scenario run FILE [--json])", None)
     p.add_argument("args", nargs=argparse.REMAINDER)
     p = cmd("bench", "benchmarks", None)
     p.add_argument("args", nargs=argparse.REMAINDER)
     return parser
+
+
+async def cmd_completion(args: argparse.Namespace, io: Streams) -> int:
+    import shtab  # generates the script from this very parser, so it never falls behind the commands
+
+    io.out.write(shtab.complete(build_parser(), shell=args.shell))
+    return 0
 
 
 async def cmd_create(args: argparse.Namespace, io: Streams) -> int:
