@@ -156,8 +156,14 @@ def test_every_kueue_kind_has_a_crd():
     for crd in all_crds():
         spec = crd["spec"]
         assert crd["metadata"]["name"] == f"{spec['names']['plural']}.kueue.x-k8s.io"
-        (version,) = spec["versions"]
+        version, old = spec["versions"]
         assert version["name"] == "v1beta2" and version["served"] and version["storage"]
+        assert old["name"] == "v1beta1" and old["served"] and not old["storage"]  # as Kueue serves them
+        assert old.get("subresources") == version.get("subresources")
+        hook = spec["conversion"]["webhook"]
+        assert spec["conversion"]["strategy"] == "Webhook" and hook["conversionReviewVersions"] == ["v1"]
+        assert hook["clientConfig"]["service"]["path"] == "/convert"
+        assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "kq-system/kq-conversion-webhook"
         kind = spec["names"]["kind"]
         has_status = kind not in ("ResourceFlavor", "Topology", "MultiKueueConfig", "WorkloadPriorityClass")
         assert ("subresources" in version) is has_status, kind
@@ -185,8 +191,8 @@ def _schema_problems(node: dict[str, Any], path: str) -> list[str]:
 
 @pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["spec"]["names"]["kind"])
 def test_schemas_are_structural(crd):
-    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    assert _schema_problems(schema, "") == []
+    for version in crd["spec"]["versions"]:
+        assert _schema_problems(version["schema"]["openAPIV3Schema"], version["name"]) == []
 
 
 @pytest.mark.parametrize("obj", LOADED, ids=lambda o: o.kind_info.kind)
@@ -234,9 +240,10 @@ def test_printer_columns_name_fields_the_schema_has(crd):
     of the type the column says (a typo would print an empty column forever)."""
     import re
 
-    (version,) = crd["spec"]["versions"]
+    version, old = crd["spec"]["versions"]
     columns = version.get("additionalPrinterColumns")
     assert columns, "no printer columns"
+    assert [c["name"] for c in old["additionalPrinterColumns"]] == [c["name"] for c in columns]  # v1beta1 too
     schema = version["schema"]["openAPIV3Schema"]
     for col in columns:
         if col["name"] == "Age":  # metadata is the API server's, not in the schema

@@ -50,14 +50,43 @@ def _of_kind(kind: str) -> list[dict[str, Any]]:
     return [d for _, d in MANIFESTS if d["kind"] == kind]
 
 
+OVERLAYS = ("conversion",)  # kustomizations of their own, applied after the base (deploy/conversion: v1beta1)
+
+
 def test_kustomization_lists_every_manifest():
     listed = set(_kustomization()["resources"])
     on_disk = {
         str(p.relative_to(DEPLOY))
         for p in DEPLOY.rglob("*.yaml")
-        if p.name != "kustomization.yaml" and p.parts[len(DEPLOY.parts)] != "compose"
+        if p.name != "kustomization.yaml" and p.parts[len(DEPLOY.parts)] not in ("compose", *OVERLAYS)
     }
     assert listed == on_disk
+    for overlay in OVERLAYS:
+        own = yaml.safe_load((DEPLOY / overlay / "kustomization.yaml").read_text())["resources"]
+        assert set(own) == {p.name for p in (DEPLOY / overlay).glob("*.yaml") if p.name != "kustomization.yaml"}
+
+
+def test_the_conversion_webhook_is_where_the_crds_call_it():
+    from kq.api.crd import CA_INJECTION, CONVERSION_SERVICE
+
+    docs = [d for p in sorted((DEPLOY / "conversion").glob("*.yaml")) if p.name != "kustomization.yaml"
+            for d in yaml.safe_load_all(p.read_text()) if d]
+    by_kind = {d["kind"]: d for d in docs}
+    svc, dep, cert = by_kind["Service"], by_kind["Deployment"], by_kind["Certificate"]
+    assert (svc["metadata"]["namespace"], svc["metadata"]["name"]) == (CONVERSION_SERVICE["namespace"],
+                                                                       CONVERSION_SERVICE["name"])
+    (port,) = svc["spec"]["ports"]
+    assert port["port"] == CONVERSION_SERVICE["port"]
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert container["command"][:2] == ["kq", "conversion-webhook"]
+    assert container["command"][container["command"].index("--port") + 1] == str(container["ports"][0]["containerPort"])
+    assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    assert f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc" in cert["spec"]["dnsNames"]
+    (volume,) = dep["spec"]["template"]["spec"]["volumes"]
+    assert volume["secret"]["secretName"] == cert["spec"]["secretName"]
+    assert CA_INJECTION["cert-manager.io/inject-ca-from"] == f"{cert['metadata']['namespace']}/{cert['metadata']['name']}"
+    for crd in _of_kind("CustomResourceDefinition"):
+        assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"] == CONVERSION_SERVICE
 
 
 @pytest.mark.parametrize(("source", "doc"), MANIFESTS, ids=[f"{s}:{d.get('kind')}/{d.get('metadata', {}).get('name')}" for s, d in MANIFESTS])

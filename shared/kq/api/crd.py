@@ -17,6 +17,7 @@ import msgspec
 import yaml
 
 from kq.api.constants import KUEUE_GROUP
+from kq.api.convert import LEGACY_KINDS
 from kq.api.meta import QUANTITY_MARK
 from kq.api.registry import KINDS, KindInfo
 
@@ -175,6 +176,34 @@ def openapi_schema(struct_type: type) -> dict[str, Any]:
     return out
 
 
+# v1beta1 is served beside v1beta2 as Kueue serves it, stored as v1beta2: the API server asks kq's
+# conversion webhook (`kq conversion-webhook`, deploy/kq/conversion-webhook.yaml; kq.api.convert_back)
+# for either direction, and that webhook checks every v1beta1 write as its v1beta2 form, so the v1beta1
+# schema itself only needs to be structural. cert-manager injects the webhook's CA.
+CONVERSION_SERVICE = {"namespace": "kq-system", "name": "kq-conversion-webhook", "path": "/convert", "port": 443}
+CA_INJECTION = {"cert-manager.io/inject-ca-from": "kq-system/kq-conversion-webhook"}
+V1BETA1_RENAMED_PATHS = {".spec.cohortName": ".spec.cohort"}  # printer columns over renamed fields
+
+
+def _v1beta1_version(v1beta2: dict[str, Any]) -> dict[str, Any]:
+    object_ = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schema = {"type": "object", "description": f"{v1beta2['schema']['openAPIV3Schema'].get('description', '')} "
+              "(v1beta1: converted to and validated as v1beta2 by kq's conversion webhook)".strip(),
+              "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                             "metadata": {"type": "object"}, "spec": object_, "status": object_},
+              "x-kubernetes-preserve-unknown-fields": True}
+    version: dict[str, Any] = {"name": "v1beta1", "served": True, "storage": False,
+                               "schema": {"openAPIV3Schema": schema}}
+    for key in ("subresources", "additionalPrinterColumns"):
+        if key in v1beta2:
+            version[key] = v1beta2[key]
+    if "additionalPrinterColumns" in version:
+        version["additionalPrinterColumns"] = [
+            {**c, "jsonPath": V1BETA1_RENAMED_PATHS.get(c["jsonPath"], c["jsonPath"])}
+            for c in version["additionalPrinterColumns"]]
+    return version
+
+
 def crd_for(info: KindInfo) -> dict[str, Any]:
     version: dict[str, Any] = {
         "name": info.version,
@@ -194,16 +223,23 @@ def crd_for(info: KindInfo) -> dict[str, Any]:
     }
     if info.short_names:
         names["shortNames"] = list(info.short_names)
+    spec: dict[str, Any] = {
+        "group": info.group,
+        "names": names,
+        "scope": "Namespaced" if info.namespaced else "Cluster",
+        "versions": [version],
+    }
+    metadata: dict[str, Any] = {"name": f"{info.plural}.{info.group}"}
+    if info.kind in LEGACY_KINDS[f"{info.group}/v1beta1"]:
+        spec["versions"].append(_v1beta1_version(version))
+        spec["conversion"] = {"strategy": "Webhook", "webhook": {
+            "conversionReviewVersions": ["v1"], "clientConfig": {"service": dict(CONVERSION_SERVICE)}}}
+        metadata["annotations"] = dict(CA_INJECTION)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{info.plural}.{info.group}"},
-        "spec": {
-            "group": info.group,
-            "names": names,
-            "scope": "Namespaced" if info.namespaced else "Cluster",
-            "versions": [version],
-        },
+        "metadata": metadata,
+        "spec": spec,
     }
 
 
