@@ -44,7 +44,7 @@ async def test_the_webhook_converts_both_ways_over_tls(tmp_path: Path) -> None:
         assert line.startswith("kq conversion webhook on https://127.0.0.1:"), line
         url = line.split()[-1]
         trust = ssl.create_default_context(cafile=str(cert))
-        old_cq = {"apiVersion": V1BETA1, "kind": "ClusterQueue", "metadata": {"name": "cq", "uid": "u1"},
+        old_cq: dict[str, Any] = {"apiVersion": V1BETA1, "kind": "ClusterQueue", "metadata": {"name": "cq", "uid": "u1"},
                   "spec": {"cohort": "org", "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"],
                            "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}}
         async with aiohttp.ClientSession() as http:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-from test_api_convert import CASES
+from unit.test_api_convert import CASES
 
 from kq.api.convert import ConversionError, convert_to_v1beta2
 from kq.api.convert_back import V1BETA1, conversion_review, convert_object, convert_to_v1beta1
