@@ -8,7 +8,13 @@ import msgspec
 
 from kq.api.kueue import ClusterQueue, Cohort, LocalQueue, Workload
 from kq.dashboard.view import cohort_tree, dashboard_state, recent_decisions, resource_bars
-from kq.messages import WorkloadAdmittedEvent, WorkloadEvictedEvent, WorkloadPendingEvent, WorkloadPreemptedEvent
+from kq.messages import (
+    Decision,
+    WorkloadAdmittedEvent,
+    WorkloadEvictedEvent,
+    WorkloadPendingEvent,
+    WorkloadPreemptedEvent,
+)
 from kq.visibility import PendingWorkload, PendingWorkloadMeta, PendingWorkloadsSummary
 
 
@@ -42,13 +48,16 @@ def test_the_cohort_tree_lists_roots_first_with_their_members() -> None:
 
 
 def test_recent_decisions_are_newest_first_without_pending_rounds() -> None:
-    base = {"cluster": "c", "namespace": "ns", "message": "m"}
-    decisions = [
-        WorkloadAdmittedEvent(id="1", name="a", at="2026-01-01T00:00:01Z", cluster_queue="cq", flavors={}, **base),
-        WorkloadPendingEvent(id="2", name="b", at="2026-01-01T00:00:03Z", reason="Pending", **base),
-        WorkloadPreemptedEvent(id="3", name="a", at="2026-01-01T00:00:02Z", preemptor="ns/c", reason="InClusterQueue",
-                               **base),
-        WorkloadEvictedEvent(id="4", name="a", at="2026-01-01T00:00:04Z", reason="PodsReadyTimeout", **base),
+    c, ns, m = "c", "ns", "m"
+    decisions: list[Decision] = [
+        WorkloadAdmittedEvent(id="1", cluster=c, namespace=ns, message=m, name="a", at="2026-01-01T00:00:01Z",
+                              cluster_queue="cq", flavors={}),
+        WorkloadPendingEvent(id="2", cluster=c, namespace=ns, message=m, name="b", at="2026-01-01T00:00:03Z",
+                             reason="Pending"),
+        WorkloadPreemptedEvent(id="3", cluster=c, namespace=ns, message=m, name="a", at="2026-01-01T00:00:02Z",
+                               preemptor="ns/c", reason="InClusterQueue"),
+        WorkloadEvictedEvent(id="4", cluster=c, namespace=ns, message=m, name="a", at="2026-01-01T00:00:04Z",
+                             reason="PodsReadyTimeout"),
     ]
     assert [(r.kind, r.detail) for r in recent_decisions(decisions)] == [
         ("Evicted", "PodsReadyTimeout"), ("Preempted", "InClusterQueue by ns/c"), ("Admitted", "cq")]
