@@ -108,7 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("kind", help="workloads (wl), clusterqueues (cq), localqueues (lq), resourceflavors (rf), "
                                 "cohorts, jobs, pods, nodes, ...; pendingworkloads cq/NAME or lq/NAME (positions)")
     p.add_argument("names", nargs="*", help="only these objects")
-    p.add_argument("-o", "--output", choices=["yaml", "json", "name"], help="output format (default: a table)")
+    p.add_argument("-o", "--output", choices=["yaml", "json", "name", "wide"], help="output format (default: a table)")
+    p.add_argument("-l", "--selector", help="label selector: KEY=VALUE, KEY!=VALUE, KEY in (A,B), KEY, !KEY, ...")
+    p.add_argument("-w", "--watch", action="store_true", help="after the list, print each change (Ctrl-C ends)")
     _namespace(p, all_namespaces=True)
 
     p = cmd("describe", "a workload's state, reason and decision history", cmd_describe)
