@@ -7,6 +7,7 @@
     kq describe workload NS/NAME           state, reason and decision history
     kq create cq|lq|rf NAME [flags]        kueuectl's create (--nominal-quota, --cohort, -c CQ, ...)
     kq stop|resume wl|lq|cq NAME...        kueuectl's stop/resume (spec.active, spec.stopPolicy)
+    kq list workloads [-c CQ] [--status S]  kueuectl's list, with each pending workload's position
     kq completion bash|zsh|tcsh            a shell completion script (also as kubectl-kq: kubectl kq ...)
     kq dashboard [--port 8090]             the web page: queues, usage, pending positions, decisions
     kq scenario run FILE [--json]          (kq.scenario.cli)
@@ -26,6 +27,7 @@ from kq.api import InputError
 from kq.cli.apply import UsageError
 from kq.cli.busread import BusReadError
 from kq.cli.dashboard import cmd_conversion_webhook, cmd_dashboard
+from kq.cli.listing import cmd_list
 from kq.cli.objects import Streams, cmd_delete, cmd_describe, cmd_get, cmd_write
 from kq.cli.queues import add_create_flags, cmd_create_queue, cmd_stop_resume
 from kq.cli.stackcmds import cmd_down, cmd_status, cmd_up
@@ -111,6 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", choices=["yaml", "json", "name", "wide"], help="output format (default: a table)")
     p.add_argument("-l", "--selector", help="label selector: KEY=VALUE, KEY!=VALUE, KEY in (A,B), KEY, !KEY, ...")
     p.add_argument("-w", "--watch", action="store_true", help="after the list, print each change (Ctrl-C ends)")
+    _namespace(p, all_namespaces=True)
+
+    p = cmd("list", "kueuectl's list: workloads with their position in queue; other kinds as kq get", cmd_list)
+    p.add_argument("kind", help="workloads (wl), clusterqueues (cq), localqueues (lq), resourceflavors (rf), pods")
+    p.add_argument("--clusterqueue", "-c", help="workloads of this ClusterQueue")
+    p.add_argument("--localqueue", "-q", help="workloads of this LocalQueue")
+    p.add_argument("--status", help="workloads in this state: pending, quotareserved, admitted, evicted, "
+                                    "deactivated, finished")
+    p.add_argument("-l", "--selector", help="label selector (other kinds)")
     _namespace(p, all_namespaces=True)
 
     p = cmd("describe", "a workload's state, reason and decision history", cmd_describe)
