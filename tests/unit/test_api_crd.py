@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import msgspec
 import pytest
 import yaml
 
-from kq.api import encode_object, load_documents
+from kq.api import KINDS, encode_object, load_documents
 from kq.api.crd import QUANTITY_PATTERN, all_crds, render_crds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -258,3 +259,28 @@ def test_printer_columns_name_fields_the_schema_has(crd):
                 node = node["items"]
         want = {"string": {"string"}, "integer": {"integer"}}[col["type"]]
         assert node.get("type") in want, (col, node)
+
+
+def _undescribed(node: dict[str, Any], path: str, depth: int) -> list[str]:
+    out = []
+    for name, sub in node.get("properties", {}).items():
+        where = f"{path}.{name}"
+        if not sub.get("description"):
+            out.append(where)
+        if depth < 3:
+            out += _undescribed(sub.get("items", sub), where, depth + 1)
+    return out
+
+
+@pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["spec"]["names"]["kind"])
+def test_kubectl_explain_describes_every_field(crd):
+    """The kind, and every field of spec, status and the top level three levels down, say what they are."""
+    from kq.api.crd_docs import FIELD_DOCS
+
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert schema.get("description"), "the kind itself"
+    top = {k: v for k, v in schema["properties"].items() if k not in ("apiVersion", "kind", "metadata")}
+    assert _undescribed({"properties": top}, crd["spec"]["names"]["kind"], 0) == []
+    known = {(n, p) for i in KINDS for n, d in msgspec.json.schema_components([i.type])[1].items()
+             for p in d.get("properties", {})}
+    assert set(FIELD_DOCS) <= known, set(FIELD_DOCS) - known  # no entry for a field that does not exist

@@ -18,6 +18,7 @@ import yaml
 
 from kq.api.constants import KUEUE_GROUP
 from kq.api.convert import LEGACY_KINDS
+from kq.api.crd_docs import FIELD_DOCS, TYPE_DOCS
 from kq.api.meta import QUANTITY_MARK
 from kq.api.registry import KINDS, KindInfo
 
@@ -113,6 +114,8 @@ class _Structural:
         out: dict[str, Any] = {}
         if "description" in node:
             out["description"] = node["description"]
+        elif node.get("title") in TYPE_DOCS:
+            out["description"] = TYPE_DOCS[node["title"]]
         if "enum" in node:
             values = node["enum"]
             out["type"] = "string" if all(isinstance(v, str) for v in values) else "integer"
@@ -128,7 +131,7 @@ class _Structural:
         if node.get("type") == "object":
             props = node.get("properties")
             if props is not None:
-                out["properties"] = {name: self.convert(sub) for name, sub in props.items()}
+                out["properties"] = {name: self.field(node.get("title"), name, sub) for name, sub in props.items()}
                 if node.get("required"):
                     out["required"] = list(node["required"])
                 if node.get("additionalProperties") is not False:  # a lenient (core) Struct
@@ -138,6 +141,14 @@ class _Structural:
             else:  # a raw sub-object: keep whatever it holds
                 out["x-kubernetes-preserve-unknown-fields"] = True
         return self._default(out, node)
+
+    def field(self, owner: str | None, name: str, sub: dict[str, Any]) -> dict[str, Any]:
+        """One property, described as `kubectl explain` shows it (kq.api.crd_docs wins over the type's doc)."""
+        schema = self.convert(sub)
+        doc = FIELD_DOCS.get((owner or "", name))
+        if doc:
+            schema = {"description": doc, **{k: v for k, v in schema.items() if k != "description"}}
+        return schema
 
     @staticmethod
     def _default(out: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -163,12 +174,12 @@ def openapi_schema(struct_type: type) -> dict[str, Any]:
     for name, sub in top["properties"].items():
         if name in ("apiVersion", "kind", "metadata"):
             continue
-        schema = conv.convert(sub)
+        schema = conv.field(top.get("title"), name, sub)
         schema.pop("default", None)  # spec/status: no whole-object defaults at the top
         props[name] = schema
     out: dict[str, Any] = {"type": "object"}
-    if top.get("description"):
-        out["description"] = top["description"]
+    if top.get("description") or top.get("title") in TYPE_DOCS:
+        out["description"] = top.get("description") or TYPE_DOCS[top["title"]]
     out["properties"] = props
     required = [r for r in top.get("required", []) if r not in ("apiVersion", "kind", "metadata")]
     if required:
