@@ -10,6 +10,8 @@ Operator) are checked against their CRD's schema in deploy/ when it is there, el
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,16 @@ def _validate_cert_manager(doc: dict[str, Any]) -> None:
 
     assert set(doc) <= {"apiVersion", "kind", "metadata", "spec"}, sorted(doc)
     jsonschema.validate(doc["spec"], CERT_MANAGER[doc["kind"]])
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _schemas_read_once() -> Iterator[None]:
+    """kubernetes-validate reads and parses its schema files (the definitions are megabytes) on every call."""
+    from kubernetes_validate import utils
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(utils, "schema_contents", functools.lru_cache(maxsize=None)(utils.schema_contents))
+        yield
 
 
 def _validate(doc: dict[str, Any], version: str) -> None:
