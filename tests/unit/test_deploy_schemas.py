@@ -63,8 +63,7 @@ def _validate_cert_manager(doc: dict[str, Any]) -> None:
 @pytest.fixture(autouse=True, scope="module")
 def _schemas_read_once() -> Iterator[None]:
     """kubernetes-validate reads and parses its schema files (the definitions are megabytes) on every call."""
-    from kubernetes_validate import utils
-
+    utils = kubernetes_validate.utils
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(utils, "schema_contents", functools.lru_cache(maxsize=None)(utils.schema_contents))
         yield
