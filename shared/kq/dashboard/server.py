@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -79,7 +78,7 @@ class DashboardFeed:
                 return
             except nats.js.errors.NotFoundError:  # no watcher / no service has made the stream yet
                 self.bus.log.info("dashboard waits for a stream", stream=stream)
-                await asyncio.sleep(delay)
+                await self.bus.clock.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
     async def _replay_mirror(self) -> None:
@@ -112,7 +111,7 @@ class DashboardFeed:
         return answer_decoder.decode(msg.data).summary
 
     async def state(self) -> DashboardState:
-        now = time.monotonic()
+        now = self.bus.clock.monotonic()  # the one clock
         if self._state is not None and now - self._state[0] < STATE_TTL_S:
             return self._state[1]
         m, c = self.mirror, self.cluster
