@@ -84,6 +84,7 @@ class World:
         self.confirmed: dict[str, _Confirmed] = {}  # "ns/name" -> what its status holds
         self.handed_out: dict[str, PlacementHeld] = {}  # "ns/name" -> our unconfirmed answer
         self.solves = 0
+        self.workload_seq = 0  # KQ_OBJECTS sequence of the newest Workload record applied
 
     # --- sync ---------------------------------------------------------------------------------------
 
@@ -96,9 +97,12 @@ class World:
 
     # --- mirror -------------------------------------------------------------------------------------
 
-    def apply_record(self, rec: ObjectRecord) -> None:
+    def apply_record(self, rec: ObjectRecord, seq: int = 0) -> None:
+        """Fold one mirror record in; `seq`: its KQ_OBJECTS stream sequence."""
         if rec.kind not in NEEDED_KINDS:
             return
+        if rec.kind == "workload":
+            self.workload_seq = max(self.workload_seq, seq)
         obj: Any = None if rec.deleted else decode_object(rec.kind, rec.raw)
         if rec.kind == "node":
             self._node(rec.name, obj)
@@ -271,6 +275,13 @@ class World:
             self._apply(key)
 
     # --- solving ------------------------------------------------------------------------------------
+
+    def behind(self, req: SolveRequest) -> bool:
+        """Has the asker seen Workload records this world has not applied yet? Then its candidates
+        (and its own state) may disagree with our holds: a victim whose eviction admission saw but
+        we did not would still hold its capacity here, so the answer would name no victim, or
+        others than needed, and a requeued victim would be re-placed on its own old hold."""
+        return req.as_of > self.workload_seq
 
     def solve(self, req: SolveRequest, now: float) -> tuple[SolveReply, PlacementHeld | None]:
         self.expire(now)

@@ -68,6 +68,10 @@ class SolveRequest(_Msg, frozen=True, kw_only=True):
     uid: str
     pod_sets: tuple[PodSetPlacementRequest, ...]
     candidates: tuple[Candidate, ...] = ()
+    # The KQ_OBJECTS sequence of the newest Workload record of this cluster the asker had applied
+    # (0: unknown). tas answers from a view at least that new, so a victim or a finished workload
+    # admission already saw released is released in the solver too (bounded wait; see tas).
+    as_of: int = 0
 
 
 class PodSetTopology(_Msg, frozen=True, kw_only=True):

@@ -132,12 +132,15 @@ def fingerprint(asks: list[PodSetAsk]) -> str:
 def candidates(info: PendingInfo, cq: ClusterQueueRuntime, reserved: list[ReservedInfo],
                cqs: Mapping[str, ClusterQueueRuntime]) -> tuple[str, ...]:
     """Workloads the solver may pick victims from, in Kueue's candidate order: this queue's under
-    withinClusterQueue, the cohort's under reclaimWithinCohort."""
+    withinClusterQueue, the cohort's under reclaimWithinCohort. Evicted workloads still holding
+    quota come first, as in Kueue: they are on their way out (picking one issues nothing new), and
+    the solver still counts their placement, so leaving them out made it find no victim, or evict
+    others beside them."""
     policy = cq.spec.preemption
     root = cq.node.root()
     out: list[ReservedInfo] = []
     for c in reserved:
-        if c.key == info.key or c.evicted:
+        if c.key == info.key:
             continue
         if c.cq == cq.name:
             if policy.within_cluster_queue != "Never" and satisfies_policy(info, c, policy.within_cluster_queue):

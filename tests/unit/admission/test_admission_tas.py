@@ -93,3 +93,20 @@ def test_a_missing_topology_makes_the_queue_inactive_naming_it() -> None:
     w.apply(Topology(name="dc"))
     assert [p.workload for p in w.step(2.0, echo=False).placements] == ["default/a"]
 
+
+
+def test_evicted_workloads_still_holding_quota_are_candidates_first() -> None:
+    """Kueue's candidate order puts workloads already being evicted first. They still hold their
+    placement in the solver until their quota is released, so a question that left them out made
+    the solver find no victim, or pick others beside them (the intermittent TAS preemption defect)."""
+    w = world(cq("cq").flavor("tas", cpu="8").preemption(within="LowerPriority").obj())
+    w.apply(replace(flavor("tas"), topology_name="dc"))
+    w.apply(Topology(name="dc"))
+    w.apply(wl("default/low-1").queue("cq").priority(1).pods("main", 1, cpu="1").reserved("cq", "tas", at=1.0)
+            .evicted().obj())
+    w.apply(wl("default/low-2").queue("cq").priority(1).pods("main", 1, cpu="1").reserved("cq", "tas", at=2.0).obj())
+    high = replace(_tas_wl("default/high", at=3.0), priority=10)
+    w.apply(high)
+    [req] = w.step(4.0, echo=False).placements
+    assert req.workload == "default/high"
+    assert req.candidates == ("default/low-1", "default/low-2")
