@@ -27,7 +27,8 @@ def solve_request(cluster: str, req: PlacementRequest, uids: dict[str, str], as_
     candidates = tuple(Candidate(namespace=k.partition("/")[0], name=k.partition("/")[2], uid=uids.get(k, ""))
                        for k in req.candidates)
     return SolveRequest(id=req.id, cluster=cluster, namespace=ns, name=name, uid=req.uid, pod_sets=pod_sets,
-                        candidates=candidates, as_of=as_of)
+                        candidates=candidates, as_of=as_of,
+                        repair_node=req.repair_node)
 
 
 def placement_answer(req: PlacementRequest, reply: SolveReply, now: float) -> PlacementAnswer:

@@ -200,3 +200,44 @@ async def test_the_shell_waits_for_the_askers_view_then_answers() -> None:
     await clock.settle()
     await clock.advance(2.5)
     assert await asyncio.wait_for(late, 5.0) is False  # still behind: answered from the older view
+
+
+def placed_on(name: str, hosts: dict[str, int], cpu: str, **topology: str) -> dict:
+    wl = admitted(name, "", sum(hosts.values()), cpu)
+    ps = wl["status"]["admission"]["podSetAssignments"][0]
+    ps["topologyAssignment"] = {"levels": ["kubernetes.io/hostname"], "slices": [{
+        "domainCount": len(hosts), "valuesPerLevel": [{"individual": {"roots": sorted(hosts)}}],
+        "podCounts": {"individual": [hosts[h] for h in sorted(hosts)]}}]}
+    if topology:
+        wl["spec"]["podSets"][0]["topologyRequest"] = topology
+    return wl
+
+
+def repair(name: str, count: int, node: str, **topology: Any) -> SolveRequest:
+    return msgspec.structs.replace(request(name, count, **topology), repair_node=node)
+
+
+def test_a_failed_node_is_replaced_within_the_required_domain() -> None:
+    w = world()
+    w.apply_record(rec("workload", placed_on("a", {"x1": 1}, "1", required=LEVELS[0]), ns="ns"), seq=1)
+    w.apply_record(rec("node", node("x1", "b1", "r1", ready="False")))
+    reply, held = w.solve(repair("a", 1, "x1", required=LEVELS[0]), now=1.0)
+    assert reply.placed and held is not None and held.repair_node == "x1"
+    assert domains(reply) == [(("x2",), 1)]  # within block b1, never the failed node
+    # The repair is held over the status (which still names x1) until the status shows it.
+    assert [h.values[-1] for h in w.solver.holds["ns/a"].pod_sets] == ["x2"]
+    w.apply_record(rec("workload", placed_on("a", {"x1": 1}, "1", required=LEVELS[0]) | {"metadata": {
+        "name": "a", "namespace": "ns", "uid": "uid-a", "resourceVersion": "7"}}, ns="ns"), seq=2)
+    assert [h.values[-1] for h in w.solver.holds["ns/a"].pod_sets] == ["x2"]  # unhealthyNodes echo: still x2
+    w.apply_record(rec("workload", placed_on("a", {"x2": 1}, "1", required=LEVELS[0]), ns="ns"), seq=3)
+    assert "ns/a" not in w.handed_out  # the status shows the repair: the answer is spent
+
+
+def test_no_replacement_inside_the_required_domain_is_a_failure() -> None:
+    w = world()
+    w.apply_record(rec("workload", placed_on("a", {"x2": 1, "x3": 1}, "1", required=LEVELS[1]), ns="ns"), seq=1)
+    w.apply_record(rec("node", node("x3", "b1", "r2", ready="False")))
+    reply, held = w.solve(repair("a", 2, "x3", required=LEVELS[1]), now=1.0)
+    assert not reply.placed and held is None and reply.reason == "NoReplacement"
+    assert "x3" in reply.message
+    assert sorted(h.values[-1] for h in w.solver.holds["ns/a"].pod_sets) == ["x2", "x3"]  # unchanged
