@@ -327,8 +327,10 @@ class World:
             return failed_reply(req.id, outcome), None
         assert isinstance(outcome, Placement)
         reply = placed_reply(req.id, [outcome], victims)
-        if victims:
-            return reply, None  # placed only once the victims are gone: nothing to hold yet
+        # Placed only once the victims are gone: held all the same (over the victims' own holds
+        # until they are released), so a victim requeued and asking again, or any lower-priority
+        # workload, cannot take the capacity the preemption frees before the preemptor asks again
+        # (Kueue reserves it in the cycle for the same reason, updateAssignmentForTAS).
         held = PlacementHeld(request_id=req.id, cluster=req.cluster, namespace=req.namespace, name=req.name,
                              uid=req.uid, at=now, flavor=flavor, domains=held_domains(outcome, pod_sets))
         self.handed_out[key] = held

@@ -172,7 +172,7 @@ def test_a_request_from_a_newer_view_waits_for_the_victims_release() -> None:
     preemptor = msgspec.structs.replace(request("foo", 1, cpu=2000, required=LEVELS[2]),
                                         candidates=(Candidate(namespace="ns", name="low", uid="uid-low"),))
     reply, held = w.solve(preemptor, now=1.0)
-    assert reply.placed and [v.name for v in reply.victims] == ["low"] and held is None
+    assert reply.placed and [v.name for v in reply.victims] == ["low"] and held is not None
     # Admission applied low's release (seq 11) and asks again, low no longer a candidate.
     again = msgspec.structs.replace(request("foo", 1, cpu=2000, required=LEVELS[2]), as_of=11)
     assert w.behind(again)  # the shell waits for seq 11 before solving (services/tas/service.py)
@@ -184,6 +184,22 @@ def test_a_request_from_a_newer_view_waits_for_the_victims_release() -> None:
     # The victim, requeued and asking from the same view, no longer finds its old place.
     reply, _ = w.solve(msgspec.structs.replace(request("low", 1, cpu=2000, required=LEVELS[2]), as_of=11), now=2.1)
     assert not reply.placed
+
+
+def test_the_capacity_a_preemption_frees_is_held_for_the_preemptor() -> None:
+    """The victim, released and requeued, asks before the preemptor asks again: it must not get
+    its old place back (that ping-pong evicted the same victims five times over)."""
+    w = world()
+    w.apply_record(rec("workload", admitted("low", "x4", 1, "2"), ns="ns"), seq=10)
+    preemptor = msgspec.structs.replace(request("foo", 1, cpu=2000, required=LEVELS[2]),
+                                        candidates=(Candidate(namespace="ns", name="low", uid="uid-low"),))
+    reply, held = w.solve(preemptor, now=1.0)
+    assert [v.name for v in reply.victims] == ["low"] and held is not None
+    w.apply_record(rec("workload", admitted("low", "x4", 1, "2", released=True), ns="ns"), seq=11)
+    victim = msgspec.structs.replace(request("low", 1, cpu=2000, required=LEVELS[2]), as_of=11)
+    assert not w.solve(victim, now=1.1)[0].placed
+    reply, _ = w.solve(msgspec.structs.replace(request("foo", 1, cpu=2000, required=LEVELS[2]), as_of=11), now=1.2)
+    assert reply.placed and domains(reply) == [(("x4",), 1)]
 
 
 async def test_the_shell_waits_for_the_askers_view_then_answers() -> None:
