@@ -41,6 +41,9 @@ class AdmitWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="AdmitWorkl
     # Admission checks the workload must pass (status.admissionChecks, each starting Pending), as
     # the ClusterQueue's admissionChecksStrategy selects them for the assigned flavors.
     admission_checks: tuple[str, ...] = ()
+    # TAS node failure: the workload already holds this quota; only its pod sets' topology
+    # assignments change (the failed node replaced) and status.unhealthyNodes is cleared.
+    replace_topology: bool = False
 
 
 class EvictWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="EvictWorkload"):
