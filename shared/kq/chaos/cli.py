@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -18,6 +19,10 @@ from pathlib import Path
 from kq.chaos.faults import ALL, SHORT, FaultError, check_kinds
 from kq.chaos.run import ChaosConfig, run_chaos
 from kq.obs import configure_logging
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,7 +52,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else \
         (lambda line: print(line, flush=True))
     say(f"kq chaos in {work}")
-    result = asyncio.run(run_chaos(cfg, say))
+    signal.signal(signal.SIGTERM, _interrupt)  # stopped from outside: the stack goes down with the run
+    try:
+        result = asyncio.run(run_chaos(cfg, say))
+    except KeyboardInterrupt:
+        print("interrupted; the stack was stopped", file=sys.stderr)
+        return 130
     if args.json:
         print(json.dumps(result.figures(), indent=2))
     else:
