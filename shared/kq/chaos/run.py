@@ -202,6 +202,8 @@ async def run_chaos(cfg: ChaosConfig, say: Say | None = None) -> ChaosResult:
     t0 = time.monotonic()
     stack = Stack(cfg.dir / "stack", kueue_config=KUEUE_CONFIG, replicas={"admission": 2}, supervise=True,
                   restart_policy=RestartPolicy(initial_s=0.2, max_s=5.0, reset_after_s=20.0),
+                  on_restart=lambda r: say(f"  t+{time.monotonic() - t0:6.1f}s restarted {r.name} after "
+                                           f"{r.waited_s:.1f}s{' (failed: ' + r.error + ')' if r.error else ''}"),
                   clusters=(("manager", "manager"), (world.WORKER, "worker")), log_level=cfg.log_level,
                   timeout_s=cfg.startup_timeout_s, kubesim_args=("--journal", str(journal), "--seed", str(cfg.seed)))
     injected: list[Injected] = []

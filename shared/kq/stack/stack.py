@@ -39,7 +39,7 @@ from kq.stack.health import HEALTHY, instance_status
 from kq.stack.process import ChildProcess, ProcessRecord, is_alive, log_tail, start_ticks, stop_pids
 from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs
 from kq.stack.state import ClusterRecord, StackState, read_state, remove_state, state_path, write_state
-from kq.stack.supervise import RestartPolicy, Supervisor
+from kq.stack.supervise import Restart, RestartPolicy, Supervisor
 from kq.stack.supervised import SupervisedChildren, with_port
 
 ClusterSpec = tuple[str, str]  # (name, role)
@@ -95,6 +95,7 @@ class Stack(SupervisedChildren):
         kubesim_args: Sequence[str] = (),
         supervise: bool = False,
         restart_policy: RestartPolicy | None = None,
+        on_restart: Callable[[Restart], None] | None = None,
     ) -> None:
         if not clusters:
             raise StackError("a stack needs at least one cluster")
@@ -123,7 +124,8 @@ class Stack(SupervisedChildren):
         self.state: StackState | None = None
         self._owns_dir = False  # set once this stack claimed the dir (so down() may clear its state)
         # In-process supervision (detached stacks get a supervisor process from `kq up` instead).
-        self.supervisor: Supervisor | None = Supervisor(restart_policy) if supervise and not detach else None
+        self.supervisor: Supervisor | None = (Supervisor(restart_policy, on_restart) if supervise and not detach
+                                              else None)
         self._supervising: asyncio.Task[None] | None = None
 
     # -- what callers use ---------------------------------------------------------------------

@@ -21,6 +21,7 @@ class SupervisedChildren:
     supervisor: Supervisor | None
     _supervising: asyncio.Task[None] | None
     _nats: NatsServer | None
+    _nats_url: str | None
     _kubesim: ChildProcess | None
     _services: dict[str, ChildProcess]
     detach: bool
@@ -69,10 +70,13 @@ class SupervisedChildren:
         self.supervisor.watch(name, alive, restart)
 
     async def _restart_nats(self) -> None:
-        old = self._nats
-        assert old is not None and old.store_dir is not None and old.log_file is not None
-        old.stop(timeout=0.1)  # reaps the dead process
-        self._nats = NatsServer(store_dir=old.store_dir, log_file=old.log_file, port=old.client_port or 0,
+        if self._nats is not None:
+            self._nats.stop(timeout=0.1)  # reaps the dead process
+        # With the stack's store, log and port (its clients know no other), never the last attempt's:
+        # a failed attempt has no port (a chaos run found it restarting on a random port).
+        assert self._nats_url is not None
+        port = int(self._nats_url.rsplit(":", 1)[1])
+        self._nats = NatsServer(store_dir=self.dir / "nats", log_file=self.log_path("nats-server"), port=port,
                                 detach=self.detach, start_timeout=self.timeout_s)
         await self._nats.start_async()
 
