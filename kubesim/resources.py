@@ -97,6 +97,12 @@ RESOURCES: tuple[ResourceType, ...] = (
                  custom=True, short_names=("lws",)),
     # jobset.x-k8s.io/v1alpha2
     ResourceType("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True, status=True, custom=True),
+    # kubeflow.org (the training operator's v1 kinds, the MPI operator's v2beta1 MPIJob) and ray.io/v1
+    *(ResourceType("kubeflow.org", "v1", f"{kind.lower()}s", kind, True, status=True, custom=True)
+      for kind in ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")),
+    ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob", True, status=True, custom=True),
+    ResourceType("ray.io", "v1", "rayjobs", "RayJob", True, status=True, custom=True),
+    ResourceType("ray.io", "v1", "rayclusters", "RayCluster", True, status=True, custom=True),
     # kueue.x-k8s.io/v1beta2 (scope and status subresources as in Kueue's CRDs)
     _kueue("resourceflavors", "ResourceFlavor", False, False, ("flavor", "flavors", "rf")),
     _kueue("clusterqueues", "ClusterQueue", False, True, ("cq",)),
@@ -147,3 +153,7 @@ REPLICASETS = _BY_KEY["replicasets.apps"]
 STATEFULSETS = _BY_KEY["statefulsets.apps"]
 LEADERWORKERSETS = _BY_KEY["leaderworkersets.leaderworkerset.x-k8s.io"]
 WORKLOADS = _BY_KEY["workloads.kueue.x-k8s.io"]
+LOCALQUEUES = _BY_KEY["localqueues.kueue.x-k8s.io"]
+TRAINING_JOBS = tuple(r for r in RESOURCES if r.group == "kubeflow.org")
+RAYJOBS = _BY_KEY["rayjobs.ray.io"]
+RAYCLUSTERS = _BY_KEY["rayclusters.ray.io"]

@@ -19,6 +19,7 @@ from aiohttp import web
 from kubesim.api_http import ApiServer
 from kubesim.cluster import Cluster
 from kubesim.control_http import ControlApi
+from kubesim.kueue_webhooks import KueueOptions
 
 _MAX_BODY = 32 * 1024 * 1024
 
@@ -37,6 +38,7 @@ class KubeSim:
         watch_buffer: int = 10_000,
         seed: int | None = None,
         advertise_url: str | None = None,
+        kueue: KueueOptions | None = None,
     ) -> None:
         if not clusters:
             raise ValueError("clusters: at least one cluster name is required")
@@ -58,6 +60,7 @@ class KubeSim:
                 sleep_scale=sleep_scale,
                 history_size=history_size,
                 watch_buffer=watch_buffer,
+                kueue=kueue,
             )
             for name in clusters
         }

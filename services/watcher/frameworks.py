@@ -1,7 +1,8 @@
-"""The shell of every job framework behind an Adapter (JobSet, plain Pods and pod groups).
+"""The shell of every job framework behind an Adapter (JobSet, Kubeflow and Ray kinds, plain Pods and
+pod groups).
 
-Keys are (framework token, namespace, name): ("jobset", ns, name), ("pod", ns, pod name),
-("podgroup", ns, group name). Watch events mark keys dirty; a worker builds the
+Keys are (framework token, namespace, name): ("jobset", ns, name), ("pytorchjob", ns, name), ...,
+("pod", ns, pod name), ("podgroup", ns, group name). Watch events mark keys dirty; a worker builds the
 adapter's view from the cache, asks the generic core for the next write, applies it
 conditionally and asks again until the core says Skip. A 409 or 404 means the cache
 was stale: the next watch event brings the key back. Frameworks switched off by
@@ -12,10 +13,11 @@ left alone and logged once.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from kq.api.constants import QUEUE_NAME_LABEL
-from kq.api.core import JobSet, Pod
+from kq.api.core import Pod
 from kq.api.kueue import Workload
 from kq.api.meta import ObjectMeta
 from kq.clock import SYSTEM_CLOCK, Clock, rfc3339_seconds
@@ -24,7 +26,9 @@ from kq.obs import get_logger
 from services.watcher.apply import apply_action
 from services.watcher.core import generic
 from services.watcher.core.adapter import Adapter
-from services.watcher.core.frameworks.jobset import JobSetAdapter, managed_elsewhere
+from services.watcher.core.frameworks import kubeflow, ray
+from services.watcher.core.frameworks.jobset import JobSetAdapter
+from services.watcher.core.frameworks.jobset import managed_elsewhere as jobset_managed_elsewhere
 from services.watcher.core.frameworks.pods import PodAdapter, PodGroup, group_name, is_queued_pod
 from services.watcher.core.writes import Skip
 from services.watcher.objects import ClusterObjects
@@ -34,7 +38,16 @@ JOBSET_FRAMEWORK = JobSetAdapter.framework
 POD_FRAMEWORK = PodAdapter.framework
 # Kueue frameworks whose pods run through the pod integration (their webhooks label the pod template).
 POD_BASED = ("deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
-SUPPORTED = (JOBSET_FRAMEWORK, POD_FRAMEWORK, *POD_BASED)
+# One object, one Workload: token (the kind in lower case) -> its adapter and whether another controller
+# runs it (MultiKueue's copies).
+OBJECT_ADAPTERS: dict[str, tuple[Adapter[Any], Callable[[Any], bool]]] = {
+    "jobset": (JobSetAdapter(), jobset_managed_elsewhere),
+    **{ad.token(): (ad, kubeflow.managed_elsewhere) for ad in kubeflow.KUBEFLOW_ADAPTERS},
+    "rayjob": (ray.RayJobAdapter(), lambda j: ray.ray_managed_elsewhere(j.spec.managed_by)),
+    "raycluster": (ray.RayClusterAdapter(), lambda c: ray.ray_managed_elsewhere(c.spec.managed_by)),
+}
+_BY_KIND = {ad.kind: token for token, (ad, _) in OBJECT_ADAPTERS.items()}
+SUPPORTED = (*(ad.framework for ad, _ in OBJECT_ADAPTERS.values()), POD_FRAMEWORK, *POD_BASED)
 _BASE_KINDS = ("workload", "resourceflavor", "workloadpriorityclass", "priorityclass")
 
 
@@ -50,8 +63,8 @@ class FrameworkIntegration:
         self.retry_max_s = retry_max_s
         self.clock = clock
         self.wait_for_pods_ready = wait_for_pods_ready  # keep the Workloads' PodsReady condition
-        self.adapters: dict[str, Adapter[Any]] = {"jobset": JobSetAdapter(), "pod": PodAdapter(),
-                                                   "podgroup": PodAdapter()}
+        self.adapters: dict[str, Adapter[Any]] = {token: ad for token, (ad, _) in OBJECT_ADAPTERS.items()}
+        self.adapters.update(pod=PodAdapter(), podgroup=PodAdapter())
         self._groups: dict[tuple[str, str], set[str]] = {}  # (ns, group) -> member pod names
         self._queue: asyncio.Queue[Key] = asyncio.Queue()
         self._queued: set[Key] = set()
@@ -68,8 +81,8 @@ class FrameworkIntegration:
         return (*_BASE_KINDS, "jobset", "pod")
 
     def _on(self, token: str) -> bool:
-        if token == "jobset":
-            return JOBSET_FRAMEWORK in self.enabled
+        if token in OBJECT_ADAPTERS:
+            return OBJECT_ADAPTERS[token][0].framework in self.enabled
         return POD_FRAMEWORK in self.enabled or any(f in self.enabled for f in POD_BASED)
 
     # --- what to look at ---
@@ -81,8 +94,8 @@ class FrameworkIntegration:
         if obj is None:
             return
         ns, name = obj.metadata.namespace, obj.metadata.name
-        if kind == "jobset":
-            self._mark_if_on(("jobset", ns, name), obj)
+        if kind in OBJECT_ADAPTERS:
+            self._mark_if_on((kind, ns, name), obj)
         elif kind == "pod":
             if old is not None and (g := group_name(old)) and (members := self._groups.get((ns, g))) is not None:
                 members.discard(name)
@@ -98,8 +111,9 @@ class FrameworkIntegration:
             if key is not None:
                 self.mark(key)
         elif kind in ("resourceflavor", "workloadpriorityclass", "priorityclass"):
-            for js in self.objects.all("jobset"):
-                self.mark(("jobset", js.metadata.namespace, js.metadata.name))
+            for token in OBJECT_ADAPTERS:
+                for obj in self.objects.all(token):
+                    self.mark((token, obj.metadata.namespace, obj.metadata.name))
 
     def _mark_if_on(self, key: Key, obj: Any) -> None:
         if self._on(key[0]):
@@ -114,8 +128,8 @@ class FrameworkIntegration:
         if ref is None:
             return None
         ns = wl.metadata.namespace
-        if ref.kind == "JobSet":
-            return ("jobset", ns, ref.name)
+        if ref.kind in _BY_KIND:
+            return (_BY_KIND[ref.kind], ns, ref.name)
         if ref.kind == "Pod" and wl.metadata.name == PodAdapter().workload_name(
             PodGroup(namespace=ns, name=ref.name, group=False, pods=(Pod(metadata=ObjectMeta(uid=ref.uid)),))
         ):
@@ -182,11 +196,11 @@ class FrameworkIntegration:
         """The adapter's view of the key from the cache, and its Workload."""
         token, ns, name = key
         ad = self.adapters[token]
-        if token == "jobset":
-            js: JobSet | None = self.objects.get("jobset", ns, name)
+        if token in OBJECT_ADAPTERS:
+            js: Any | None = self.objects.get(token, ns, name)
             if js is None:
-                return None, self._orphan("JobSet", ns, name)
-            if managed_elsewhere(js):
+                return None, self._orphan(ad.kind, ns, name)
+            if OBJECT_ADAPTERS[token][1](js):
                 return None, None
             owned = [w for w in self.objects.workloads_of(js.metadata.uid) if ad.owns(w, js)]
             live = [w for w in owned if w.metadata.deletion_timestamp is None]

@@ -21,6 +21,7 @@ from kq.obs import get_logger
 CACHED_KINDS = (
     "job", "workload", "resourceflavor", "workloadpriorityclass", "priorityclass", "clusterqueue", "localqueue",
     "jobset", "pod", "node",  # the framework integrations (frameworks.py), the TAS ungater
+    "pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob", "rayjob", "raycluster",
 )
 NsName = tuple[str, str]
 

@@ -74,7 +74,7 @@ def reconcile(
     meta = ad.meta(job)
     if meta.deletion_timestamp is not None:
         return Skip(reason="JobDeleting")
-    if wl is None and not ad.queue_name(job):
+    if wl is None and (ad.skip(job) or not ad.queue_name(job)):
         return Skip(reason="NotQueued")
 
     if wl is not None and ws.is_finished(wl):

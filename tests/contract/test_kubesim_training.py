@@ -1,0 +1,98 @@
+"""kubesim's Kubeflow and KubeRay operators and Kueue's webhooks for them, through kubernetes-asyncio."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from contract.sim_objects import KUEUE, MERGE
+from kubernetes_asyncio.client import BatchV1Api, CoreV1Api, CustomObjectsApi
+from support.wait import eventually
+
+QUEUE = "kueue.x-k8s.io/queue-name"
+KUBEFLOW = ("kubeflow.org", "v1")
+RAY = ("ray.io", "v1")
+
+
+def _template(runtime: str | None) -> dict[str, Any]:
+    meta = {"annotations": {"kq.dev/runtime": runtime}} if runtime else {}
+    return {"metadata": meta, "spec": {"containers": [{"name": "c", "image": "busybox",
+                                                      "resources": {"requests": {"cpu": "100m"}}}]}}
+
+
+def _conditions(obj: dict[str, Any]) -> dict[str, str]:
+    return {c["type"]: c["status"] for c in obj.get("status", {}).get("conditions", [])}
+
+
+async def test_a_queued_pytorchjob_waits_suspended_then_runs_its_replicas_to_success(
+        custom: CustomObjectsApi, core: CoreV1Api) -> None:
+    body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "pt", "labels": {QUEUE: "lq"}},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": _template("300ms")},
+                                             "Worker": {"replicas": 2, "template": _template(None)}}}}
+    created = await custom.create_namespaced_custom_object(*KUBEFLOW, "default", "pytorchjobs", body)
+    assert created["spec"]["runPolicy"]["suspend"] is True  # Kueue's webhook
+    assert (await core.list_namespaced_pod("default")).items == []
+    await custom.patch_namespaced_custom_object(*KUBEFLOW, "default", "pytorchjobs", "pt",
+                                                {"spec": {"runPolicy": {"suspend": False}}}, _content_type=MERGE)
+
+    async def succeeded() -> dict[str, Any]:
+        got = await custom.get_namespaced_custom_object(*KUBEFLOW, "default", "pytorchjobs", "pt")
+        assert _conditions(got).get("Succeeded") == "True", got.get("status")
+        return got
+
+    got = await eventually(succeeded, timeout=15, what="PyTorchJob Succeeded")
+    assert got["status"]["replicaStatuses"]["Master"]["succeeded"] == 1
+    # The master ended the job; the workers that were still running are removed (cleanPodPolicy Running).
+
+    async def workers_gone() -> bool:
+        left = [p.metadata.name for p in (await core.list_namespaced_pod("default")).items
+                if p.status.phase not in ("Succeeded", "Failed")]
+        assert left == [], left
+        return True
+
+    await eventually(workers_gone, timeout=15, what="running workers deleted")
+
+
+async def test_a_rayjob_runs_its_cluster_then_its_submitter_and_shuts_down(
+        custom: CustomObjectsApi, batch: BatchV1Api, core: CoreV1Api) -> None:
+    body = {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "rj", "labels": {QUEUE: "lq"}},
+            "spec": {"entrypoint": "python x.py", "shutdownAfterJobFinishes": True,
+                     "submitterPodTemplate": _template("300ms"),
+                     "rayClusterSpec": {"headGroupSpec": {"template": _template(None)},
+                                        "workerGroupSpecs": [{"groupName": "small", "replicas": 2,
+                                                              "template": _template(None)}]}}}
+    created = await custom.create_namespaced_custom_object(*RAY, "default", "rayjobs", body)
+    assert created["spec"]["suspend"] is True and created["spec"]["submissionMode"] == "K8sJobMode"
+    await custom.patch_namespaced_custom_object(*RAY, "default", "rayjobs", "rj", {"spec": {"suspend": False}},
+                                                _content_type=MERGE)
+
+    async def complete() -> dict[str, Any]:
+        got = await custom.get_namespaced_custom_object(*RAY, "default", "rayjobs", "rj")
+        assert got.get("status", {}).get("jobDeploymentStatus") == "Complete", got.get("status")
+        return got
+
+    got = await eventually(complete, timeout=20, what="RayJob Complete")
+    assert got["status"]["jobStatus"] == "SUCCEEDED" and got["status"]["rayClusterName"] == "rj-raycluster"
+    assert [j.metadata.name for j in (await batch.list_namespaced_job("default")).items] == ["rj"]
+
+    async def cluster_gone() -> bool:
+        left = (await custom.list_namespaced_custom_object(*RAY, "default", "rayclusters"))["items"]
+        assert left == [], left
+        return True
+
+    await eventually(cluster_gone, timeout=15, what="the RayCluster deleted (shutdownAfterJobFinishes)")
+
+
+async def test_the_default_local_queue_labels_unlabelled_jobs_where_it_exists(
+        custom: CustomObjectsApi, batch: BatchV1Api) -> None:
+    job = {"metadata": {"name": "plain"}, "spec": {"template": _template("1s") | {
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
+    plain = await batch.create_namespaced_job("default", job)
+    assert plain.spec.suspend is False and QUEUE not in (plain.metadata.labels or {})
+    await custom.create_namespaced_custom_object(*KUEUE, "default", "localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "default"},
+        "spec": {"clusterQueue": "cq"}})
+    job["metadata"]["name"] = "defaulted"
+    defaulted = await batch.create_namespaced_job("default", job)
+    assert defaulted.metadata.labels[QUEUE] == "default" and defaulted.spec.suspend is True
