@@ -13,8 +13,8 @@ from kubesim.controllers.jobs import JobController
 from kubesim.controllers.jobsets import JobSetController
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.leaderworkersets import LeaderWorkerSetController
-from kubesim.controllers.ray import RayControllers
 from kubesim.controllers.ownership import controller_ref, pod_names, runner_uids
+from kubesim.controllers.ray import RayControllers
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.serving import ServingControllers
 from kubesim.controllers.training import TrainingController

@@ -24,9 +24,9 @@ from kubesim.cluster import NEVER_READY, NOT_READY, Cluster
 from kubesim.controllers.conditions import set_condition
 from kubesim.controllers.jobs import managed_here
 from kubesim.controllers.jobsets import JOBSET_CONTROLLER
+from kubesim.controllers.ownership import PREBUILT_LABEL, is_terminal, owned, pod_names, pods_of_job
 from kubesim.controllers.ray import KUBERAY
 from kubesim.controllers.training import OPERATORS
-from kubesim.controllers.ownership import PREBUILT_LABEL, is_terminal, owned, pod_names, pods_of_job
 from kubesim.resources import JOBS, JOBSETS, PODS, RAYJOBS, TRAINING_JOBS, WORKLOADS, ResourceType
 from kubesim.store import Entry, now_rfc3339
 

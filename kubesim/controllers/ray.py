@@ -14,6 +14,7 @@ Acts only when spec.managedBy is unset or KubeRay's.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,10 +49,8 @@ def _mine(store: Any, owner_uid: str, rt: ResourceType) -> dict[str, dict[str, A
 
 
 def _delete(store: Any, rt: ResourceType, ns: str, name: str) -> None:
-    try:
+    with contextlib.suppress(ApiError):
         store.delete(rt, ns, name, propagation="Background")
-    except ApiError:
-        pass
 
 
 class RayControllers:
@@ -141,7 +140,8 @@ class RayControllers:
             return
         rj = e.obj
         spec = rj.get("spec") or {}
-        if spec.get("managedBy") not in KUBERAY or rj["metadata"].get("deletionTimestamp") or spec.get("clusterSelector"):
+        if (spec.get("managedBy") not in KUBERAY or rj["metadata"].get("deletionTimestamp")
+                or spec.get("clusterSelector")):
             return
         uid = rj["metadata"]["uid"]
         status: dict[str, Any] = _copy(_enc(rj.get("status") or {}))
@@ -205,10 +205,8 @@ class RayControllers:
                                                     "ray.io/originated-from-cr-name": rj["metadata"]["name"]},
                            "ownerReferences": [_ref(rj)]},
               "spec": spec}
-        try:
+        with contextlib.suppress(ApiError):  # the previous one is still going away: its deletion brings us back
             self._store.create(RAYCLUSTERS, rj["metadata"]["namespace"], rc)
-        except ApiError:
-            pass  # the previous one is still going away: the next event brings the job back
 
     def _create_submitter(self, rj: Mapping[str, Any]) -> None:
         spec = rj.get("spec") or {}
@@ -226,7 +224,5 @@ class RayControllers:
                "metadata": {"name": rj["metadata"]["name"], "labels": {"ray.io/originated-from-crd": "RayJob"},
                             "ownerReferences": [_ref(rj)]},
                "spec": {"backoffLimit": 0, "template": template}}
-        try:
+        with contextlib.suppress(ApiError):
             self._store.create(JOBS, rj["metadata"]["namespace"], job)
-        except ApiError:
-            pass

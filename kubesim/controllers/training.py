@@ -12,6 +12,7 @@ operator's own.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -174,10 +175,8 @@ class TrainingController:
             return None  # an invalid template: the job never gets this pod (as with a real operator)
 
     def _delete_pod(self, ns: str, name: str) -> None:
-        try:
+        with contextlib.suppress(ApiError):
             self._store.delete(PODS, ns, name)
-        except ApiError:
-            pass
 
 
 def _counts(name: str, rtype: str, rs: Mapping[str, Any], pods: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:

@@ -86,7 +86,7 @@ async def test_a_rayjob_runs_its_cluster_then_its_submitter_and_shuts_down(
 
 async def test_the_default_local_queue_labels_unlabelled_jobs_where_it_exists(
         custom: CustomObjectsApi, batch: BatchV1Api) -> None:
-    job = {"metadata": {"name": "plain"}, "spec": {"template": _template("1s") | {
+    job: dict[str, Any] = {"metadata": {"name": "plain"}, "spec": {"template": {
         "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}}
     plain = await batch.create_namespaced_job("default", job)
     assert plain.spec.suspend is False and QUEUE not in (plain.metadata.labels or {})

@@ -13,8 +13,8 @@ from kq.api.meta import K8sStruct, ObjectMeta
 
 __all__ = ["ReplicaSpec", "SchedulingPolicy", "RunPolicy", "ReplicaStatus", "KubeflowJobSpec", "KubeflowJobStatus",
            "KubeflowJob", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob",
-           "KUBEFLOW_REPLICA_FIELDS", "HeadGroupSpec", "AutoscalerOptions", "WorkerGroupSpec", "RayClusterSpec", "RayClusterStatus",
-           "RayCluster", "RayJobSpec", "RayJobStatus", "RayJob"]
+           "KUBEFLOW_REPLICA_FIELDS", "HeadGroupSpec", "AutoscalerOptions", "WorkerGroupSpec", "RayClusterSpec",
+           "RayClusterStatus", "RayCluster", "RayJobSpec", "RayJobStatus", "RayJob"]
 
 
 class ReplicaSpec(K8sStruct, frozen=True, kw_only=True):

@@ -34,6 +34,10 @@ KUBEFLOW_CONTROLLER = "kubeflow.org/training-operator"
 MPI_CONTROLLER = "kubeflow.org/mpi-operator"
 
 
+def _replicas(rs: ReplicaSpec) -> int:
+    return rs.replicas if rs.replicas is not None else 1
+
+
 def _condition(job: KubeflowJob, type_: str) -> bool:
     return any(c.type == type_ and c.status == "True" for c in job.status.conditions)
 
@@ -61,8 +65,7 @@ class KubeflowAdapter(Adapter[KubeflowJob]):
 
     def pod_sets(self, job: KubeflowJob) -> tuple[PodSet, ...]:
         specs = self.specs(job)
-        return tuple(PodSet(name=t.lower(), template=specs[t].template,
-                            count=specs[t].replicas if specs[t].replicas is not None else 1)
+        return tuple(PodSet(name=t.lower(), template=specs[t].template, count=_replicas(specs[t]))
                      for t in self.replica_types(job))
 
     def pod_priority_class(self, job: KubeflowJob) -> str:
@@ -94,7 +97,8 @@ class KubeflowAdapter(Adapter[KubeflowJob]):
         specs = dict(self.specs(job))
         for t, info in zip(types, infos, strict=True):
             tmpl = specs[t].template
-            specs[t] = replace(specs[t], template=template_restored(tmpl, info) if restore else template_with(tmpl, info))
+            merged = template_restored(tmpl, info) if restore else template_with(tmpl, info)
+            specs[t] = replace(specs[t], template=merged)
         return replace(job, spec=replace(job.spec, **{self._attr: specs}))
 
     def _ops(self, old: KubeflowJob, new: KubeflowJob, suspend: bool) -> list[dict[str, Any]]:
