@@ -1,0 +1,153 @@
+"""The Kubeflow, MPIJob and Ray adapters under the generic reconciler: their podsets, and the writes that
+start, stop and finish them, run step by step as the shell does (apply the write, ask again)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from msgspec.structs import replace
+from unit.watcher.test_watcher_core_frameworks import admit, apply, step, with_meta
+from unit.watcher.watcher_builders import evicted, merge_apply
+
+from kq.api import constants as k
+from kq.api.core import Container, CoreCondition, PodSpec, PodTemplateSpec, PriorityClass, ResourceRequirements
+from kq.api.kueue import Workload
+from kq.api.meta import ObjectMeta, OwnerReference
+from kq.api.training import (
+    HeadGroupSpec,
+    KubeflowJobSpec,
+    KubeflowJobStatus,
+    MPIJob,
+    PyTorchJob,
+    RayCluster,
+    RayClusterSpec,
+    RayJob,
+    RayJobSpec,
+    RayJobStatus,
+    ReplicaSpec,
+    ReplicaStatus,
+    RunPolicy,
+    SchedulingPolicy,
+    WorkerGroupSpec,
+)
+from services.watcher.core import workload_status as ws
+from services.watcher.core.adapter import build_workload
+from services.watcher.core.frameworks.kubeflow import MPIJobAdapter, PyTorchJobAdapter
+from services.watcher.core.frameworks.ray import RayClusterAdapter, RayJobAdapter
+from services.watcher.core.writes import Create, Skip, Write
+
+PT = PyTorchJobAdapter()
+RJ = RayJobAdapter()
+RC = RayClusterAdapter()
+META = ObjectMeta(name="j", namespace="ns", uid="j-uid", resource_version="5", labels={k.QUEUE_NAME_LABEL: "lq"})
+
+
+def _template(cpu: str = "1", image: str = "img") -> PodTemplateSpec:
+    return PodTemplateSpec(spec=PodSpec(containers=(
+        Container(name="c", image=image, resources=ResourceRequirements(requests={"cpu": cpu})),)))
+
+
+def pytorch(*, suspend: bool | None = True, status: KubeflowJobStatus = KubeflowJobStatus(),
+            policy: RunPolicy | None = None) -> PyTorchJob:
+    specs = {"Worker": ReplicaSpec(replicas=3, template=_template("2")), "Master": ReplicaSpec(template=_template())}
+    return PyTorchJob(metadata=META, spec=KubeflowJobSpec(pytorch_replica_specs=specs,
+                                                          run_policy=policy or RunPolicy(suspend=suspend)),
+                      status=status)
+
+
+def rayjob(**spec: Any) -> RayJob:
+    cluster = RayClusterSpec(head_group_spec=HeadGroupSpec(template=_template(image="ray:2.9")),
+                             worker_group_specs=(WorkerGroupSpec(group_name="Small-Group", replicas=2,
+                                                                 template=_template()),))
+    return RayJob(metadata=META, spec=RayJobSpec(ray_cluster_spec=cluster, suspend=True, **spec))
+
+
+def started(ad: Any, obj: Any, *podsets: str) -> tuple[Any, Workload]:
+    wl = admit(with_meta(build_workload(ad, obj, {}, {})), *podsets)
+    write = step(ad, obj, wl)
+    assert isinstance(write, Write) and write.patch_type == "json", write
+    return apply(obj, write), wl
+
+
+def test_a_pytorchjob_gets_master_then_worker_podsets_and_its_scheduling_priority() -> None:
+    assert isinstance(step(PT, pytorch(), None), Create)
+    wl = build_workload(PT, pytorch(), {}, {})
+    assert wl.metadata.name.startswith("pytorchjob-j-")
+    assert [(p.name, p.count) for p in wl.spec.pod_sets] == [("master", 1), ("worker", 3)]
+    high = pytorch(policy=RunPolicy(suspend=True, scheduling_policy=SchedulingPolicy(priority_class="high")))
+    wl = build_workload(PT, high, {}, {"high": PriorityClass(value=100)})
+    assert wl.spec.priority == 100 and wl.spec.priority_class_ref is not None
+
+
+def test_admission_unsuspends_the_pytorchjob_with_each_replica_types_node_selector() -> None:
+    running, wl = started(PT, pytorch(), "master", "worker")
+    assert running.spec.run_policy.suspend is False
+    for rs in running.spec.pytorch_replica_specs.values():
+        assert rs.template.spec.node_selector == {"pool": "a"}
+    assert step(PT, running, wl) == Skip(reason="Running")
+
+
+def test_eviction_suspends_restores_then_releases_the_pytorchjob_once_no_replica_is_active() -> None:
+    running, wl = started(PT, pytorch(), "master", "worker")
+    active = replace(running, status=KubeflowJobStatus(replica_statuses={"Worker": ReplicaStatus(active=3)}))
+    out = evicted(wl)
+    stopped = apply(active, step(PT, active, out))
+    assert stopped.spec.run_policy.suspend is True
+    assert all(rs.template.spec.node_selector == {} for rs in stopped.spec.pytorch_replica_specs.values())
+    assert step(PT, stopped, out) == Skip(reason="Evicted")
+    release = step(PT, replace(stopped, status=KubeflowJobStatus()), out)
+    assert isinstance(release, Write) and release.kind == "workload"
+    assert not ws.has_quota_reservation(merge_apply(out, release.patch))
+
+
+def test_a_succeeded_pytorchjob_finishes_its_workload() -> None:
+    running, wl = started(PT, pytorch(), "master", "worker")
+    done = replace(running, status=KubeflowJobStatus(conditions=(
+        CoreCondition(type="Succeeded", status="True", message="done"),)))
+    write = step(PT, done, wl)
+    assert isinstance(write, Write)
+    assert ws.is_finished(merge_apply(wl, write.patch))
+
+
+def test_a_pytorchjob_without_run_policy_is_suspended_before_its_workload_exists() -> None:
+    bare = replace(pytorch(), spec=replace(pytorch().spec, run_policy=None))
+    write = step(PT, bare, None)
+    assert isinstance(write, Write)
+    assert apply(bare, write).spec.run_policy.suspend is True
+
+
+def test_an_mpijob_has_launcher_then_worker_podsets() -> None:
+    job = MPIJob(metadata=META, spec=KubeflowJobSpec(run_policy=RunPolicy(suspend=True), mpi_replica_specs={
+        "Worker": ReplicaSpec(replicas=2, template=_template()), "Launcher": ReplicaSpec(template=_template())}))
+    wl = build_workload(MPIJobAdapter(), job, {}, {})
+    assert [(p.name, p.count) for p in wl.spec.pod_sets] == [("launcher", 1), ("worker", 2)]
+    assert wl.metadata.name.startswith("mpijob-j-")
+
+
+def test_a_rayjob_has_head_worker_group_and_kuberays_default_submitter() -> None:
+    wl = build_workload(RJ, rayjob(), {}, {})
+    assert [(p.name, p.count) for p in wl.spec.pod_sets] == [("head", 1), ("small-group", 2), ("submitter", 1)]
+    (sub,) = wl.spec.pod_sets[2].template.spec.containers
+    assert sub.image == "ray:2.9" and sub.resources.requests == {"cpu": "500m", "memory": "200Mi"}
+    http = build_workload(RJ, rayjob(submission_mode="HTTPMode"), {}, {})
+    assert [p.name for p in http.spec.pod_sets] == ["head", "small-group"]
+
+
+def test_admission_resumes_the_rayjob_and_sets_its_submitter_template() -> None:
+    running, wl = started(RJ, rayjob(), "head", "small-group", "submitter")
+    assert running.spec.suspend is False
+    assert running.spec.ray_cluster_spec.head_group_spec.template.spec.node_selector == {"pool": "a"}
+    assert running.spec.submitter_pod_template.spec.node_selector == {"pool": "a"}
+    live = replace(running, status=RayJobStatus(job_deployment_status="Running"))
+    assert step(RJ, live, wl) == Skip(reason="Running")
+    done = replace(running, status=RayJobStatus(job_deployment_status="Complete", job_status="SUCCEEDED"))
+    write = step(RJ, done, wl)
+    assert isinstance(write, Write) and ws.is_finished(merge_apply(wl, write.patch))
+
+
+def test_a_rayjob_on_an_existing_cluster_and_a_rayjobs_own_cluster_are_not_queued() -> None:
+    assert step(RJ, rayjob(cluster_selector={"ray.io/cluster": "c"}), None) == Skip(reason="NotQueued")
+    owned = RayCluster(metadata=replace(META, owner_references=(OwnerReference(
+        api_version="ray.io/v1", kind="RayJob", name="j", uid="x", controller=True),)),
+        spec=RayClusterSpec(head_group_spec=HeadGroupSpec(template=_template())))
+    assert step(RC, owned, None) == Skip(reason="NotQueued")
