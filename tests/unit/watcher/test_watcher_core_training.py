@@ -47,7 +47,10 @@ def _template(cpu: str = "1", image: str = "img") -> PodTemplateSpec:
         Container(name="c", image=image, resources=ResourceRequirements(requests={"cpu": cpu})),)))
 
 
-def pytorch(*, suspend: bool | None = True, status: KubeflowJobStatus = KubeflowJobStatus(),
+NO_STATUS = KubeflowJobStatus()
+
+
+def pytorch(*, suspend: bool | None = True, status: KubeflowJobStatus = NO_STATUS,
             policy: RunPolicy | None = None) -> PyTorchJob:
     specs = {"Worker": ReplicaSpec(replicas=3, template=_template("2")), "Master": ReplicaSpec(template=_template())}
     return PyTorchJob(metadata=META, spec=KubeflowJobSpec(pytorch_replica_specs=specs,
