@@ -30,6 +30,7 @@ from services.watcher.core.frameworks import kubeflow, ray
 from services.watcher.core.frameworks.jobset import JobSetAdapter
 from services.watcher.core.frameworks.jobset import managed_elsewhere as jobset_managed_elsewhere
 from services.watcher.core.frameworks.pods import PodAdapter, PodGroup, group_name, is_queued_pod
+from services.watcher.core.managed import JobPolicy, default_selector, manages_unlabelled, namespace_managed
 from services.watcher.core.writes import Skip
 from services.watcher.objects import ClusterObjects
 
@@ -54,8 +55,10 @@ _BASE_KINDS = ("workload", "resourceflavor", "workloadpriorityclass", "priorityc
 class FrameworkIntegration:
     def __init__(self, client: KubeClient, objects: ClusterObjects, enabled: frozenset[str], *, workers: int,
                  retry_base_s: float = 0.2, retry_max_s: float = 5.0,
-                 clock: Clock = SYSTEM_CLOCK, wait_for_pods_ready: bool = False) -> None:
+                 clock: Clock = SYSTEM_CLOCK, wait_for_pods_ready: bool = False,
+                 policy: JobPolicy | None = None) -> None:
         self.client = client
+        self.policy = policy or JobPolicy(namespace_selector=default_selector("kueue-system"))
         self.objects = objects
         self.enabled = enabled
         self.workers = workers
@@ -238,10 +241,15 @@ class FrameworkIntegration:
             if wl is None:
                 return None
             step = generic.reconcile_orphan(wl, now)
+        elif not namespace_managed(self.policy, key[1], self.objects.namespace_labels(key[1])):
+            return None  # not Kueue's (managedJobsNamespaceSelector)
         else:
-            step = generic.reconcile(self.adapters[key[0]], job, wl, self.objects.flavors(),
+            ad = self.adapters[key[0]]
+            unlabelled = all(manages_unlabelled(self.policy, p.metadata) for p in job.pods) if isinstance(
+                job, PodGroup) else manages_unlabelled(self.policy, ad.meta(job))
+            step = generic.reconcile(ad, job, wl, self.objects.flavors(),
                                      self.objects.priority_classes(), self.objects.pod_priority_classes(), now,
-                                     wait_for_pods_ready=self.wait_for_pods_ready)
+                                     wait_for_pods_ready=self.wait_for_pods_ready, manage_unlabelled=unlabelled)
         if isinstance(step, Skip):
             self._say(key, step.reason)
             return None
