@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from kq.api.kueue import Workload
 from kq.api.registry import UnknownKindError, kind_info
 
-JOB_KINDS = ("Job", "JobSet", "Pod", "StatefulSet", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob",
-             "RayJob", "RayCluster")
+JOB_KINDS = ("Job", "JobSet", "Pod", "StatefulSet", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob",
+             "MPIJob", "RayJob", "RayCluster")
 
 
 def known_kind(kind: str) -> bool:
