@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from msgspec.structs import replace
-from unit.watcher.test_watcher_core_frameworks import admit, apply, step, with_meta
-from unit.watcher.watcher_builders import evicted, merge_apply
+from unit.watcher.test_watcher_core_frameworks import FLAVORS, admit, apply, step, with_meta
+from unit.watcher.watcher_builders import NOW, evicted, merge_apply
 
 from kq.api import constants as k
 from kq.api.core import Container, CoreCondition, PodSpec, PodTemplateSpec, PriorityClass, ResourceRequirements
@@ -30,10 +30,12 @@ from kq.api.training import (
     SchedulingPolicy,
     WorkerGroupSpec,
 )
+from services.watcher.core import generic
 from services.watcher.core import workload_status as ws
 from services.watcher.core.adapter import build_workload
 from services.watcher.core.frameworks.kubeflow import MPIJobAdapter, PyTorchJobAdapter
 from services.watcher.core.frameworks.ray import RayClusterAdapter, RayJobAdapter
+from services.watcher.core.managed import JobPolicy, default_selector, manages_unlabelled, namespace_managed
 from services.watcher.core.writes import Create, Skip, Write
 
 PT = PyTorchJobAdapter()
@@ -154,3 +156,27 @@ def test_a_rayjob_on_an_existing_cluster_and_a_rayjobs_own_cluster_are_not_queue
         api_version="ray.io/v1", kind="RayJob", name="j", uid="x", controller=True),)),
         spec=RayClusterSpec(head_group_spec=HeadGroupSpec(template=_template())))
     assert step(RC, owned, None) == Skip(reason="NotQueued")
+
+
+# --- which objects are Kueue's (managedJobsNamespaceSelector, manageJobsWithoutQueueName) ---
+
+
+def test_kueues_default_namespace_selector_leaves_out_kube_system_and_kueues_namespace() -> None:
+    policy = JobPolicy(namespace_selector=default_selector("kueue-system"))
+    assert namespace_managed(policy, "default", None)
+    assert not namespace_managed(policy, "kube-system", None)
+    assert not namespace_managed(policy, "kueue-system", {"team": "x"})
+
+
+def test_an_unlabelled_object_is_kueues_only_with_the_option_and_when_top_level() -> None:
+    on = JobPolicy(manage_without_queue_name=True)
+    child = replace(META, owner_references=(OwnerReference(api_version="ray.io/v1", kind="RayJob", name="j",
+                                                           uid="x", controller=True),))
+    assert manages_unlabelled(on, META) and not manages_unlabelled(on, child)
+    assert not manages_unlabelled(JobPolicy(), META)
+    unlabelled = replace(pytorch(), metadata=replace(META, labels={}))
+    assert step(PT, unlabelled, None) == Skip(reason="NotQueued")
+
+    created = generic.reconcile(PT, unlabelled, None, FLAVORS, {}, {}, NOW, manage_unlabelled=True)
+    assert isinstance(created, Create)
+    assert build_workload(PT, unlabelled, {}, {}).spec.queue_name == ""
