@@ -50,6 +50,8 @@ FIELD_USERS: dict[str, str] = {
     "multiKueue.clusterProfile": "-",  # no service: kubeconfigs only (Secret or Path)
     "objectRetentionPolicies.workloads": "gc",
     "integrations.frameworks": "watcher",
+    "manageJobsWithoutQueueName": "watcher",  # and kubesim's stand-in for Kueue's webhooks
+    "managedJobsNamespaceSelector": "watcher",
 }
 
 # Kueue's feature gates (pkg/features); kq acts on none of them, and refuses a name Kueue does not know.
