@@ -18,6 +18,7 @@ from kubesim.controllers.ray import RayControllers
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.serving import ServingControllers
 from kubesim.controllers.training import TrainingController
+from kubesim.controllers.trainjobs import TrainJobController
 from kubesim.faults import Faults
 from kubesim.kueue_webhooks import KueueOptions
 from kubesim.store import Store
@@ -52,6 +53,7 @@ class Cluster:
         self.leaderworkersets = LeaderWorkerSetController(self)
         self.training = TrainingController(self)
         self.ray = RayControllers(self)
+        self.trainjobs = TrainJobController(self)
         self.scheduler = Scheduler(self)
         self.kubelet = Kubelet(self)
 
@@ -91,7 +93,8 @@ class Cluster:
 
     def pending_work(self) -> int:
         queues = (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
-                  *self.serving.queues, self.leaderworkersets.queue, self.training.queue, *self.ray.queues)
+                  *self.serving.queues, self.leaderworkersets.queue, self.training.queue, *self.ray.queues,
+                  self.trainjobs.queue)
         return self.timers.pending() + sum(q.pending() for q in queues)
 
     def state(self) -> dict[str, Any]:
@@ -113,6 +116,7 @@ class Cluster:
     def close(self) -> None:
         self.timers.close()
         for q in (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
-                  *self.serving.queues, self.leaderworkersets.queue, self.training.queue, *self.ray.queues):
+                  *self.serving.queues, self.leaderworkersets.queue, self.training.queue, *self.ray.queues,
+                  self.trainjobs.queue):
             q.close()
         self.store.hub.cut_all("disconnect")

@@ -49,12 +49,15 @@ def resolve(cluster: Cluster, ns: str, name: str) -> tuple[ResourceType, Entry]:
     wl = store.find(WORKLOADS, ns, name)
     if wl is not None:
         for ref in wl.obj["metadata"].get("ownerReferences") or ():
+            if ref.get("kind") == "TrainJob" and (js := store.find(JOBSETS, ns, ref.get("name", ""))) is not None:
+                return JOBSETS, js  # the Trainer's JobSet runs it
             rt = RUNNERS.get(ref.get("kind", ""))
             if rt is None:
                 continue
             e = store.find(rt, ns, ref.get("name", ""))
             if e is not None and e.obj["metadata"]["uid"] == ref.get("uid"):
                 return rt, e
+
         for rt in (JOBS, JOBSETS):  # a MultiKueue copy: the Job names its prebuilt Workload
             for e in store.list(rt, ns):
                 if (e.obj["metadata"].get("labels") or {}).get(PREBUILT_LABEL) == name:

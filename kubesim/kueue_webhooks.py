@@ -7,6 +7,7 @@
   suspended, or gated for a standalone pod) when its namespace matches the selector.
 - Top-level: no controller owner of a kind Kueue integrates (a JobSet's Jobs, a training job's pods,
   a RayJob's RayCluster and submitter Job are run by their parent's admission).
+- TrainJobs Kueue manages are created suspended; every TrainJob gets Kueue's (empty) runtime patch.
 - Kubeflow training jobs and MPIJobs (runPolicy.suspend) and RayJobs/RayClusters (spec.suspend) that
   Kueue manages are created suspended; a RayJob's submissionMode defaults to K8sJobMode (KubeRay's CRD).
 
@@ -32,7 +33,7 @@ DEFAULT_QUEUE = "default"
 NAME_LABEL = "kubernetes.io/metadata.name"
 # Kinds whose objects Kueue queues, and whose children it leaves to them.
 JOB_KINDS = frozenset(("Job", "JobSet", "Pod", "Deployment", "StatefulSet", "LeaderWorkerSet", "PyTorchJob",
-                       "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob", "RayJob", "RayCluster"))
+                       "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob", "RayJob", "RayCluster", "TrainJob"))
 PARENT_KINDS = JOB_KINDS | {"ReplicaSet"}  # a Deployment's pods carry its queue label already
 TRAINING_FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
                    "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}
@@ -140,3 +141,20 @@ def default_ray(rt: ResourceType, obj: dict[str, Any], managed: bool) -> None:
     spec.setdefault("suspend", False)
     if _queued(obj, managed) and not spec.get("clusterSelector"):
         spec["suspend"] = True  # Kueue's webhook
+
+
+KUEUE_MANAGER = "kueue.x-k8s.io/manager"
+
+
+def default_trainjob(rt: ResourceType, obj: dict[str, Any], managed: bool) -> None:
+    name = obj["metadata"]["name"]
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("runtimeRef"), dict) or not spec["runtimeRef"].get("name"):
+        raise invalid(rt, name, "spec.runtimeRef.name", None, "Required value")
+    ref = spec["runtimeRef"]
+    ref.setdefault("apiGroup", "trainer.kubeflow.org")
+    ref.setdefault("kind", "ClusterTrainingRuntime")
+    if _queued(obj, managed):
+        spec["suspend"] = True  # Kueue's webhook
+    patches = spec.setdefault("runtimePatches", [])
+    patches.append({"manager": KUEUE_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}})

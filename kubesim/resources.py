@@ -102,6 +102,10 @@ RESOURCES: tuple[ResourceType, ...] = (
       for kind in ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")),
     ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob", True, status=True, custom=True),
     ResourceType("ray.io", "v1", "rayjobs", "RayJob", True, status=True, custom=True),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", True, status=True, custom=True),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime", True, custom=True),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", False,
+                 custom=True),
     ResourceType("ray.io", "v1", "rayclusters", "RayCluster", True, status=True, custom=True),
     # kueue.x-k8s.io/v1beta2 (scope and status subresources as in Kueue's CRDs)
     _kueue("resourceflavors", "ResourceFlavor", False, False, ("flavor", "flavors", "rf")),
@@ -157,3 +161,6 @@ LOCALQUEUES = _BY_KEY["localqueues.kueue.x-k8s.io"]
 TRAINING_JOBS = tuple(r for r in RESOURCES if r.group == "kubeflow.org")
 RAYJOBS = _BY_KEY["rayjobs.ray.io"]
 RAYCLUSTERS = _BY_KEY["rayclusters.ray.io"]
+TRAINJOBS = _BY_KEY["trainjobs.trainer.kubeflow.org"]
+TRAINING_RUNTIMES = _BY_KEY["trainingruntimes.trainer.kubeflow.org"]
+CLUSTER_TRAINING_RUNTIMES = _BY_KEY["clustertrainingruntimes.trainer.kubeflow.org"]

@@ -20,16 +20,18 @@ from kq.api.constants import QUEUE_NAME_LABEL
 from kq.api.core import Pod
 from kq.api.kueue import Workload
 from kq.api.meta import ObjectMeta
+from kq.api.training import TrainingRuntimeSpec, TrainJob
 from kq.clock import SYSTEM_CLOCK, Clock, rfc3339_seconds
 from kq.kube import Conflict, KubeClient, KubeError, NotFound, retry_delay
 from kq.obs import get_logger
 from services.watcher.apply import apply_action
 from services.watcher.core import generic
 from services.watcher.core.adapter import Adapter
-from services.watcher.core.frameworks import kubeflow, ray
+from services.watcher.core.frameworks import kubeflow, ray, trainjob
 from services.watcher.core.frameworks.jobset import JobSetAdapter
 from services.watcher.core.frameworks.jobset import managed_elsewhere as jobset_managed_elsewhere
 from services.watcher.core.frameworks.pods import PodAdapter, PodGroup, group_name, is_queued_pod
+from services.watcher.core.frameworks.trainjob import TrainJobView
 from services.watcher.core.managed import JobPolicy, default_selector, manages_unlabelled, namespace_managed
 from services.watcher.core.writes import Skip
 from services.watcher.objects import ClusterObjects
@@ -46,6 +48,7 @@ OBJECT_ADAPTERS: dict[str, tuple[Adapter[Any], Callable[[Any], bool]]] = {
     **{ad.token(): (ad, kubeflow.managed_elsewhere) for ad in kubeflow.KUBEFLOW_ADAPTERS},
     "rayjob": (ray.RayJobAdapter(), lambda j: ray.ray_managed_elsewhere(j.spec.managed_by)),
     "raycluster": (ray.RayClusterAdapter(), lambda c: ray.ray_managed_elsewhere(c.spec.managed_by)),
+    "trainjob": (trainjob.TrainJobAdapter(), trainjob.managed_elsewhere),
 }
 _BY_KIND = {ad.kind: token for token, (ad, _) in OBJECT_ADAPTERS.items()}
 SUPPORTED = (*(ad.framework for ad, _ in OBJECT_ADAPTERS.values()), POD_FRAMEWORK, *POD_BASED)
@@ -113,6 +116,9 @@ class FrameworkIntegration:
             key = self._workload_key(obj)
             if key is not None:
                 self.mark(key)
+        elif kind in ("clustertrainingruntime", "trainingruntime"):
+            for job in self.objects.all("trainjob"):
+                self.mark(("trainjob", job.metadata.namespace, job.metadata.name))
         elif kind in ("resourceflavor", "workloadpriorityclass", "priorityclass"):
             for token in OBJECT_ADAPTERS:
                 for obj in self.objects.all(token):
@@ -205,7 +211,10 @@ class FrameworkIntegration:
                 return None, self._orphan(ad.kind, ns, name)
             if OBJECT_ADAPTERS[token][1](js):
                 return None, None
-            owned = [w for w in self.objects.workloads_of(js.metadata.uid) if ad.owns(w, js)]
+            uid = js.metadata.uid
+            if token == "trainjob":  # the adapter sees the TrainJob with its runtime
+                js = TrainJobView(job=js, runtime=self._runtime(js))
+            owned = [w for w in self.objects.workloads_of(uid) if ad.owns(w, js)]
             live = [w for w in owned if w.metadata.deletion_timestamp is None]
             found = live or owned
             return js, found[0] if found else None
@@ -222,6 +231,14 @@ class FrameworkIntegration:
         pods = tuple(p for m in members if (p := self.objects.get("pod", ns, m)) is not None and is_queued_pod(p))
         wl = self.objects.get("workload", ns, name)
         return (PodGroup(namespace=ns, name=name, group=True, pods=pods) if pods else None), wl
+
+    def _runtime(self, job: TrainJob) -> TrainingRuntimeSpec | None:
+        ref = job.spec.runtime_ref
+        if ref.kind == "TrainingRuntime":
+            found = self.objects.get("trainingruntime", job.metadata.namespace, ref.name)
+        else:
+            found = self.objects.get("clustertrainingruntime", "", ref.name)
+        return found.spec if found is not None else None
 
     def _orphan(self, kind: str, ns: str, name: str) -> Workload | None:
         """The Workload a vanished object controlled (to release its quota and let it go); a scan,

@@ -23,6 +23,7 @@ CACHED_KINDS = (
     "jobset", "pod", "node",  # the framework integrations (frameworks.py), the TAS ungater
     "namespace",  # managedJobsNamespaceSelector
     "pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob", "rayjob", "raycluster",
+    "trainjob", "trainingruntime", "clustertrainingruntime",
 )
 NsName = tuple[str, str]
 

@@ -96,3 +96,38 @@ async def test_the_default_local_queue_labels_unlabelled_jobs_where_it_exists(
     job["metadata"]["name"] = "defaulted"
     defaulted = await batch.create_namespaced_job("default", job)
     assert defaulted.metadata.labels[QUEUE] == "default" and defaulted.spec.suspend is True
+
+
+async def test_a_trainjob_runs_the_jobset_of_its_runtime_with_its_trainer_settings(
+        custom: CustomObjectsApi, batch: BatchV1Api) -> None:
+    trainer = ("trainer.kubeflow.org", "v1alpha1")
+    await custom.create_cluster_custom_object(*trainer, "clustertrainingruntimes", {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "torch"},
+        "spec": {"mlPolicy": {"numNodes": 1}, "template": {"spec": {"replicatedJobs": [{
+            "name": "node", "template": {
+                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                "spec": {"template": {"metadata": {"annotations": {"kq.dev/runtime": "300ms"}},
+                                      "spec": {"restartPolicy": "Never",
+                                               "containers": [{"name": "node", "image": "torch"}]}}}}}]}}}})
+    created = await custom.create_namespaced_custom_object(*trainer, "default", "trainjobs", {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "tj", "labels": {QUEUE: "lq"}},
+        "spec": {"runtimeRef": {"name": "torch"},
+                 "trainer": {"numNodes": 2, "resourcesPerNode": {"requests": {"cpu": "200m"}}}}})
+    assert created["spec"]["suspend"] is True  # Kueue's webhook, which also adds its runtime patch
+    assert [p["manager"] for p in created["spec"]["runtimePatches"]] == ["kueue.x-k8s.io/manager"]
+    patch = {"spec": {"suspend": False, "runtimePatches": [{"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {
+        "template": {"spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
+            "spec": {"nodeSelector": {"pool": "a"}}}}}}]}}}}]}}
+    await custom.patch_namespaced_custom_object(*trainer, "default", "trainjobs", "tj", patch, _content_type=MERGE)
+
+    async def complete() -> dict[str, Any]:
+        got = await custom.get_namespaced_custom_object(*trainer, "default", "trainjobs", "tj")
+        assert _conditions(got).get("Complete") == "True", got.get("status")
+        return got
+
+    await eventually(complete, timeout=20, what="TrainJob Complete")
+    job = await batch.read_namespaced_job("tj-node-0", "default")
+    assert job.spec.parallelism == 2 and job.spec.template.spec.node_selector == {"pool": "a"}
+    assert job.spec.template.spec.containers[0].resources.requests == {"cpu": "200m"}

@@ -23,7 +23,6 @@ from kq.api.validate import validate_metadata, validate_object
 # API groups of Kueue's job frameworks kq does not integrate yet -> Kueue's framework names.
 UNSUPPORTED_FRAMEWORKS = {
     # (kubeflow.org's training kinds and ray.io's RayJob and RayCluster are served: these are the rest)
-    "trainer.kubeflow.org": "trainer.kubeflow.org/trainjob",
     "ray.io": "ray.io/rayservice",
     "workload.codeflare.dev": "workload.codeflare.dev/appwrapper",
     "sparkoperator.k8s.io": "sparkoperator.k8s.io/sparkapplication",

@@ -1,6 +1,7 @@
 """The training and Ray kinds kq's integrations read: Kubeflow's v1 training jobs (PyTorchJob, TFJob,
-XGBoostJob, PaddleJob, JAXJob), MPIJob (kubeflow.org/v2beta1), and KubeRay's RayJob and RayCluster
-(ray.io/v1).
+XGBoostJob, PaddleJob, JAXJob), MPIJob (kubeflow.org/v2beta1), KubeRay's RayJob and RayCluster
+(ray.io/v1), and Kubeflow Trainer's TrainJob with its (Cluster)TrainingRuntimes
+(trainer.kubeflow.org/v1alpha1).
 
 Lenient like kq.api.core: the fields kq reads, the rest ignored (the watcher changes these objects
 with JSON patches only, so what is not modelled here stays as the API server has it).
@@ -8,13 +9,24 @@ with JSON patches only, so what is not modelled here stays as the API server has
 
 from __future__ import annotations
 
-from kq.api.core import CoreCondition, PodTemplateSpec, ResourceRequirements
-from kq.api.meta import K8sStruct, ObjectMeta
+from kq.api.core import (
+    CoreCondition,
+    JobSetSpec,
+    PodSchedulingGate,
+    PodTemplateSpec,
+    ResourceRequirements,
+    Toleration,
+)
+from kq.api.meta import Condition, K8sStruct, ObjectMeta
 
 __all__ = ["ReplicaSpec", "SchedulingPolicy", "RunPolicy", "ReplicaStatus", "KubeflowJobSpec", "KubeflowJobStatus",
            "KubeflowJob", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob",
            "KUBEFLOW_REPLICA_FIELDS", "HeadGroupSpec", "AutoscalerOptions", "WorkerGroupSpec", "RayClusterSpec",
-           "RayClusterStatus", "RayCluster", "RayJobSpec", "RayJobStatus", "RayJob"]
+           "RayClusterStatus", "RayCluster", "RayJobSpec", "RayJobStatus", "RayJob", "RuntimeRef", "Trainer",
+           "PodSpecPatch", "PodTemplatePatch", "JobSpecPatch", "JobTemplatePatch", "ReplicatedJobPatch",
+           "JobSetSpecPatch", "JobSetTemplatePatch", "TrainingRuntimeSpecPatch", "RuntimePatch", "TrainJobSpec",
+           "TrainJobJobStatus", "TrainJobStatus", "TrainJob", "MLPolicy", "JobSetTemplateSpec", "TrainingRuntimeSpec",
+           "TrainingRuntime", "ClusterTrainingRuntime"]
 
 
 class ReplicaSpec(K8sStruct, frozen=True, kw_only=True):
@@ -172,3 +184,116 @@ class RayJob(K8sStruct, frozen=True, kw_only=True):
     metadata: ObjectMeta = ObjectMeta()
     spec: RayJobSpec = RayJobSpec()
     status: RayJobStatus = RayJobStatus()
+
+
+# --- trainer.kubeflow.org/v1alpha1 (Kubeflow Trainer v2) ---
+
+
+class RuntimeRef(K8sStruct, frozen=True, kw_only=True):
+    name: str = ""
+    api_group: str | None = None
+    kind: str | None = None  # ClusterTrainingRuntime (the default) or TrainingRuntime
+
+
+class Trainer(K8sStruct, frozen=True, kw_only=True):
+    image: str | None = None
+    command: tuple[str, ...] | None = None
+    args: tuple[str, ...] | None = None
+    num_nodes: int | None = None
+    resources_per_node: ResourceRequirements | None = None
+
+
+class PodSpecPatch(K8sStruct, frozen=True, kw_only=True):
+    node_selector: dict[str, str] | None = None
+    tolerations: tuple[Toleration, ...] | None = None
+    scheduling_gates: tuple[PodSchedulingGate, ...] | None = None
+
+
+class PodTemplatePatch(K8sStruct, frozen=True, kw_only=True):
+    metadata: ObjectMeta | None = None
+    spec: PodSpecPatch | None = None
+
+
+class JobSpecPatch(K8sStruct, frozen=True, kw_only=True):
+    template: PodTemplatePatch | None = None
+
+
+class JobTemplatePatch(K8sStruct, frozen=True, kw_only=True):
+    spec: JobSpecPatch | None = None
+
+
+class ReplicatedJobPatch(K8sStruct, frozen=True, kw_only=True):
+    name: str = ""
+    template: JobTemplatePatch | None = None
+
+
+class JobSetSpecPatch(K8sStruct, frozen=True, kw_only=True):
+    replicated_jobs: tuple[ReplicatedJobPatch, ...] | None = None
+
+
+class JobSetTemplatePatch(K8sStruct, frozen=True, kw_only=True):
+    spec: JobSetSpecPatch | None = None
+
+
+class TrainingRuntimeSpecPatch(K8sStruct, frozen=True, kw_only=True):
+    template: JobSetTemplatePatch | None = None
+
+
+class RuntimePatch(K8sStruct, frozen=True, kw_only=True):
+    manager: str = ""
+    training_runtime_spec: TrainingRuntimeSpecPatch | None = None
+
+
+class TrainJobSpec(K8sStruct, frozen=True, kw_only=True):
+    runtime_ref: RuntimeRef = RuntimeRef()
+    trainer: Trainer | None = None
+    runtime_patches: tuple[RuntimePatch, ...] = ()
+    suspend: bool | None = None
+    managed_by: str | None = None
+
+
+class TrainJobJobStatus(K8sStruct, frozen=True, kw_only=True):
+    name: str = ""
+    ready: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    active: int = 0
+    suspended: int = 0
+
+
+class TrainJobStatus(K8sStruct, frozen=True, kw_only=True):
+    conditions: tuple[Condition, ...] = ()  # Suspended, Created, Complete, Failed
+    jobs_status: tuple[TrainJobJobStatus, ...] = ()
+
+
+class TrainJob(K8sStruct, frozen=True, kw_only=True):
+    api_version: str = ""
+    kind: str = ""
+    metadata: ObjectMeta = ObjectMeta()
+    spec: TrainJobSpec = TrainJobSpec()
+    status: TrainJobStatus = TrainJobStatus()
+
+
+class MLPolicy(K8sStruct, frozen=True, kw_only=True):
+    num_nodes: int | None = None
+
+
+class JobSetTemplateSpec(K8sStruct, frozen=True, kw_only=True):
+    metadata: ObjectMeta = ObjectMeta()
+    spec: JobSetSpec = JobSetSpec()
+
+
+class TrainingRuntimeSpec(K8sStruct, frozen=True, kw_only=True):
+    ml_policy: MLPolicy | None = None
+    template: JobSetTemplateSpec = JobSetTemplateSpec()
+
+
+class TrainingRuntime(K8sStruct, frozen=True, kw_only=True):
+    api_version: str = ""
+    kind: str = ""
+    metadata: ObjectMeta = ObjectMeta()
+    spec: TrainingRuntimeSpec = TrainingRuntimeSpec()
+
+
+class ClusterTrainingRuntime(TrainingRuntime, frozen=True, kw_only=True):
+    pass
