@@ -221,6 +221,21 @@ async def test_rayjob_sample_runs_its_cluster_and_submitter_then_finishes(stack:
     await eventually(shut_down, timeout=30, interval=0.5, what="the RayCluster shut down")
 
 
+async def test_trainjob_runs_the_jobset_of_its_runtime_and_finishes(stack: Path) -> None:
+    done = await kq(stack, "apply", "-f", str(SAMPLES / "sample-trainjob.yaml"))
+    assert done.code == 0, done
+    [wl] = await wait_workloads(stack, "trainjob-pytorch-distributed-", {"Admitted"})
+
+    async def running() -> dict[str, str]:
+        got = await pod_states(stack, "pytorch-distributed-node-0-")
+        assert len(got) == 2 and set(got.values()) == {"Running"}, got  # numNodes: 2
+        return got
+
+    await eventually(running, timeout=30, interval=0.5, what="two trainer nodes run")
+    await finish(stack, wl["NAME"])
+    await wait_workloads(stack, "trainjob-pytorch-distributed-", {"Finished"})
+
+
 async def test_a_framework_kq_lacks_is_refused_not_run_unqueued(stack: Path) -> None:
     service = ("apiVersion: ray.io/v1\nkind: RayService\nmetadata:\n  name: rayservice-sample\n"
                "  labels: {kueue.x-k8s.io/queue-name: user-queue}\nspec: {}\n")

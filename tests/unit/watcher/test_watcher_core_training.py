@@ -10,13 +10,26 @@ from unit.watcher.test_watcher_core_frameworks import FLAVORS, admit, apply, ste
 from unit.watcher.watcher_builders import NOW, evicted, merge_apply
 
 from kq.api import constants as k
-from kq.api.core import Container, CoreCondition, PodSpec, PodTemplateSpec, PriorityClass, ResourceRequirements
+from kq.api.core import (
+    Container,
+    CoreCondition,
+    JobSetSpec,
+    JobSpec,
+    JobTemplateSpec,
+    PodSpec,
+    PodTemplateSpec,
+    PriorityClass,
+    ReplicatedJob,
+    ResourceRequirements,
+)
 from kq.api.kueue import Workload
 from kq.api.meta import ObjectMeta, OwnerReference
 from kq.api.training import (
     HeadGroupSpec,
+    JobSetTemplateSpec,
     KubeflowJobSpec,
     KubeflowJobStatus,
+    MLPolicy,
     MPIJob,
     PyTorchJob,
     RayCluster,
@@ -27,7 +40,13 @@ from kq.api.training import (
     ReplicaSpec,
     ReplicaStatus,
     RunPolicy,
+    RuntimePatch,
+    RuntimeRef,
     SchedulingPolicy,
+    Trainer,
+    TrainingRuntimeSpec,
+    TrainJob,
+    TrainJobSpec,
     WorkerGroupSpec,
 )
 from services.watcher.core import generic
@@ -35,12 +54,20 @@ from services.watcher.core import workload_status as ws
 from services.watcher.core.adapter import build_workload
 from services.watcher.core.frameworks.kubeflow import MPIJobAdapter, PyTorchJobAdapter
 from services.watcher.core.frameworks.ray import RayClusterAdapter, RayJobAdapter
+from services.watcher.core.frameworks.trainjob import (
+    ANCESTOR_LABEL,
+    KUEUE_MANAGER,
+    TrainJobAdapter,
+    TrainJobView,
+    child_jobset,
+)
 from services.watcher.core.managed import JobPolicy, default_selector, manages_unlabelled, namespace_managed
 from services.watcher.core.writes import Create, Skip, Write
 
 PT = PyTorchJobAdapter()
 RJ = RayJobAdapter()
 RC = RayClusterAdapter()
+TJ = TrainJobAdapter()
 META = ObjectMeta(name="j", namespace="ns", uid="j-uid", resource_version="5", labels={k.QUEUE_NAME_LABEL: "lq"})
 
 
@@ -180,3 +207,49 @@ def test_an_unlabelled_object_is_kueues_only_with_the_option_and_when_top_level(
     created = generic.reconcile(PT, unlabelled, None, FLAVORS, {}, {}, NOW, manage_unlabelled=True)
     assert isinstance(created, Create)
     assert build_workload(PT, unlabelled, {}, {}).spec.queue_name == ""
+
+
+# --- TrainJob ---
+
+
+def _runtime() -> TrainingRuntimeSpec:
+    node = ReplicatedJob(name="node", template=JobTemplateSpec(
+        metadata=ObjectMeta(labels={ANCESTOR_LABEL: "trainer"}),
+        spec=JobSpec(template=PodTemplateSpec(spec=PodSpec(containers=(Container(name="node", image="torch"),))))))
+    init = ReplicatedJob(name="dataset-initializer", template=JobTemplateSpec(
+        spec=JobSpec(template=_template("500m"))))
+    return TrainingRuntimeSpec(ml_policy=MLPolicy(num_nodes=1),
+                               template=JobSetTemplateSpec(spec=JobSetSpec(replicated_jobs=(init, node))))
+
+
+def trainjob(nodes: int | None = 2) -> TrainJobView:
+    job = TrainJob(metadata=META, spec=TrainJobSpec(
+        runtime_ref=RuntimeRef(name="torch"), suspend=True,
+        trainer=Trainer(num_nodes=nodes, resources_per_node=ResourceRequirements(requests={"cpu": "4"})),
+        runtime_patches=(RuntimePatch(manager=KUEUE_MANAGER),)))
+    return TrainJobView(job=job, runtime=_runtime())
+
+
+def test_a_trainjob_has_the_podsets_of_its_runtimes_jobset_with_its_trainer_settings() -> None:
+    wl = build_workload(TJ, trainjob(), {}, {})
+    assert wl.metadata.name.startswith("trainjob-j-")
+    assert [(p.name, p.count) for p in wl.spec.pod_sets] == [("dataset-initializer", 1), ("node", 2)]
+    assert wl.spec.pod_sets[1].template.spec.containers[0].resources.requests == {"cpu": "4"}
+    assert [p.count for p in build_workload(TJ, trainjob(None), {}, {}).spec.pod_sets] == [1, 1]  # mlPolicy
+    missing = replace(trainjob(), runtime=None)
+    assert step(TJ, missing, None) == Skip(reason="CannotCreateWorkload: runtime 'torch' not found")
+
+
+def test_admission_writes_kueues_runtime_patch_and_eviction_empties_it() -> None:
+    view = trainjob()
+    wl = admit(with_meta(build_workload(TJ, view, {}, {})), "dataset-initializer", "node")
+    write = step(TJ, view, wl)
+    assert isinstance(write, Write)
+    running = replace(view, job=apply(view.job, write))
+    assert running.job.spec.suspend is False
+    child = child_jobset(running)
+    assert all(rj.template.spec.template.spec.node_selector == {"pool": "a"} for rj in child.spec.replicated_jobs)
+    assert step(TJ, running, wl) == Skip(reason="Running")
+    stopped = replace(running, job=apply(running.job, step(TJ, running, evicted(wl))))
+    assert stopped.job.spec.suspend is True
+    assert all(rj.template.spec.template.spec.node_selector == {} for rj in child_jobset(stopped).spec.replicated_jobs)

@@ -126,6 +126,13 @@ def _kueue_patch(infos: Sequence[jp.PodSetInfo] | None) -> dict[str, Any]:
     return msgspec.to_builtins(patch)  # type: ignore[no-any-return]
 
 
+def _replicated_jobs(patch: RuntimePatch) -> Any:
+    """A runtime patch's replicatedJobs as JSON (None when it has none)."""
+    spec = patch.training_runtime_spec
+    rjs = spec.template.spec.replicated_jobs if spec and spec.template and spec.template.spec else None
+    return msgspec.to_builtins(rjs) if rjs else None
+
+
 class TrainJobAdapter(Adapter[TrainJobView]):
     framework: ClassVar[str] = "trainer.kubeflow.org/trainjob"
     kind: ClassVar[str] = "TrainJob"
@@ -166,14 +173,14 @@ class TrainJobAdapter(Adapter[TrainJobView]):
     def _ops(self, job: TrainJob, infos: Sequence[jp.PodSetInfo] | None, suspend: bool) -> list[dict[str, Any]]:
         ops: list[dict[str, Any]] = []
         value = _kueue_patch(infos)
+        want = value["trainingRuntimeSpec"]["template"]["spec"].get("replicatedJobs")
         at = next((i for i, p in enumerate(job.spec.runtime_patches) if p.manager == KUEUE_MANAGER), None)
-        current = msgspec.to_builtins(job.spec.runtime_patches[at]) if at is not None else None
         if at is None:
             if job.spec.runtime_patches:
                 ops.append({"op": "add", "path": "/spec/runtimePatches/-", "value": value})
             else:
                 ops.append({"op": "add", "path": "/spec/runtimePatches", "value": [value]})
-        elif current != value:
+        elif _replicated_jobs(job.spec.runtime_patches[at]) != want:
             ops.append({"op": "replace", "path": f"/spec/runtimePatches/{at}", "value": value})
         if (job.spec.suspend is True) != suspend:
             ops.append({"op": "add", "path": "/spec/suspend", "value": suspend})
