@@ -37,6 +37,7 @@ from kubesim.kueue_webhooks import (
     TRAINING_FIELDS,
     KueueOptions,
     apply_queue_defaults,
+    default_appwrapper,
     default_ray,
     default_training_job,
     default_trainjob,
@@ -79,6 +80,8 @@ class ClusterAdmission:
             default_ray(rt, obj, managed)
         elif key == "trainjobs.trainer.kubeflow.org":
             default_trainjob(rt, obj, managed)
+        elif key == "appwrappers.workload.codeflare.dev":
+            default_appwrapper(rt, obj, managed)
         elif key in ("deployments.apps", "statefulsets.apps"):
             _default_serving(rt, obj)
         elif key == "leaderworkersets.leaderworkerset.x-k8s.io":
@@ -307,7 +310,7 @@ MANAGED_LABEL = "kueue.x-k8s.io/managed"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 GROUP_SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
-_OWN_INTEGRATION = ("Job", "JobSet", "RayJob", "RayCluster", "TrainJob", *TRAINING_FIELDS)
+_OWN_INTEGRATION = ("Job", "JobSet", "RayJob", "RayCluster", "TrainJob", "AppWrapper", *TRAINING_FIELDS)
 
 
 def _gate_queued_pod(pod: dict[str, Any], managed: bool = False) -> None:

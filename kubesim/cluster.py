@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubesim.admission import ClusterAdmission
+from kubesim.controllers.appwrappers import AppWrapperController
 from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.jobsets import JobSetController
@@ -54,6 +55,7 @@ class Cluster:
         self.training = TrainingController(self)
         self.ray = RayControllers(self)
         self.trainjobs = TrainJobController(self)
+        self.appwrappers = AppWrapperController(self)
         self.scheduler = Scheduler(self)
         self.kubelet = Kubelet(self)
 
@@ -94,7 +96,7 @@ class Cluster:
     def pending_work(self) -> int:
         queues = (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
                   *self.serving.queues, self.leaderworkersets.queue, self.training.queue, *self.ray.queues,
-                  self.trainjobs.queue)
+                  self.trainjobs.queue, self.appwrappers.queue)
         return self.timers.pending() + sum(q.pending() for q in queues)
 
     def state(self) -> dict[str, Any]:
@@ -117,6 +119,6 @@ class Cluster:
         self.timers.close()
         for q in (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
                   *self.serving.queues, self.leaderworkersets.queue, self.training.queue, *self.ray.queues,
-                  self.trainjobs.queue):
+                  self.trainjobs.queue, self.appwrappers.queue):
             q.close()
         self.store.hub.cut_all("disconnect")

@@ -51,6 +51,10 @@ def resolve(cluster: Cluster, ns: str, name: str) -> tuple[ResourceType, Entry]:
         for ref in wl.obj["metadata"].get("ownerReferences") or ():
             if ref.get("kind") == "TrainJob" and (js := store.find(JOBSETS, ns, ref.get("name", ""))) is not None:
                 return JOBSETS, js  # the Trainer's JobSet runs it
+            if ref.get("kind") == "AppWrapper":  # the first wrapped object that runs pods
+                for runner in RUNNERS.values():
+                    if wrapped := owned(store, ref.get("uid", ""), runner):
+                        return runner, wrapped[0]
             rt = RUNNERS.get(ref.get("kind", ""))
             if rt is None:
                 continue

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from kq.api.appwrapper import infer_pod_sets
 from kubesim.errors import invalid
 from kubesim.resources import LOCALQUEUES, NAMESPACES, ResourceType
 
@@ -33,7 +34,8 @@ DEFAULT_QUEUE = "default"
 NAME_LABEL = "kubernetes.io/metadata.name"
 # Kinds whose objects Kueue queues, and whose children it leaves to them.
 JOB_KINDS = frozenset(("Job", "JobSet", "Pod", "Deployment", "StatefulSet", "LeaderWorkerSet", "PyTorchJob",
-                       "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob", "RayJob", "RayCluster", "TrainJob"))
+                       "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob", "RayJob", "RayCluster", "TrainJob",
+                       "AppWrapper"))
 PARENT_KINDS = JOB_KINDS | {"ReplicaSet"}  # a Deployment's pods carry its queue label already
 TRAINING_FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
                    "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}
@@ -158,3 +160,22 @@ def default_trainjob(rt: ResourceType, obj: dict[str, Any], managed: bool) -> No
         spec["suspend"] = True  # Kueue's webhook
     patches = spec.setdefault("runtimePatches", [])
     patches.append({"manager": KUEUE_MANAGER, "trainingRuntimeSpec": {"template": {"spec": {}}}})
+
+
+def default_appwrapper(rt: ResourceType, obj: dict[str, Any], managed: bool) -> None:
+    """The AppWrapper webhook's checks (every component a map with a name; podSets declared or known)
+    and Kueue's: a queued AppWrapper is created suspended."""
+    name = obj["metadata"]["name"]
+    spec = obj.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("components"), list) or not spec["components"]:
+        raise invalid(rt, name, "spec.components", None, "Required value")
+    for i, c in enumerate(spec["components"]):
+        t = c.get("template") if isinstance(c, dict) else None
+        if not isinstance(t, dict) or not (t.get("metadata") or {}).get("name"):
+            raise invalid(rt, name, f"spec.components[{i}].template.metadata.name", None, "Required value")
+        if not c.get("podSets") and not infer_pod_sets(t) and t.get("kind") not in ("Service", "ConfigMap", "Secret"):
+            raise invalid(rt, name, f"spec.components[{i}].podSets", None,
+                          f"podSets must be declared for a {t.get('kind')}")
+    spec.setdefault("suspend", False)
+    if _queued(obj, managed):
+        spec["suspend"] = True  # Kueue's webhook

@@ -102,6 +102,8 @@ RESOURCES: tuple[ResourceType, ...] = (
       for kind in ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")),
     ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob", True, status=True, custom=True),
     ResourceType("ray.io", "v1", "rayjobs", "RayJob", True, status=True, custom=True),
+    ResourceType("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper", True, status=True, custom=True,
+                 short_names=("aw",)),
     ResourceType("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", True, status=True, custom=True),
     ResourceType("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime", True, custom=True),
     ResourceType("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", False,
@@ -126,6 +128,10 @@ _BY_KEY: dict[str, ResourceType] = {r.key: r for r in RESOURCES}
 
 def lookup(group: str, version: str, plural: str) -> ResourceType | None:
     return _BY_PATH.get((group, version, plural))
+
+
+def by_kind(api_version: str, kind: str) -> ResourceType | None:
+    return next((r for r in RESOURCES if r.api_version == api_version and r.kind == kind), None)
 
 
 def by_key(key: str) -> ResourceType:
@@ -162,5 +168,6 @@ TRAINING_JOBS = tuple(r for r in RESOURCES if r.group == "kubeflow.org")
 RAYJOBS = _BY_KEY["rayjobs.ray.io"]
 RAYCLUSTERS = _BY_KEY["rayclusters.ray.io"]
 TRAINJOBS = _BY_KEY["trainjobs.trainer.kubeflow.org"]
+APPWRAPPERS = _BY_KEY["appwrappers.workload.codeflare.dev"]
 TRAINING_RUNTIMES = _BY_KEY["trainingruntimes.trainer.kubeflow.org"]
 CLUSTER_TRAINING_RUNTIMES = _BY_KEY["clustertrainingruntimes.trainer.kubeflow.org"]

@@ -27,7 +27,7 @@ from kq.obs import get_logger
 from services.watcher.apply import apply_action
 from services.watcher.core import generic
 from services.watcher.core.adapter import Adapter
-from services.watcher.core.frameworks import kubeflow, ray, trainjob
+from services.watcher.core.frameworks import appwrapper, kubeflow, ray, trainjob
 from services.watcher.core.frameworks.jobset import JobSetAdapter
 from services.watcher.core.frameworks.jobset import managed_elsewhere as jobset_managed_elsewhere
 from services.watcher.core.frameworks.pods import PodAdapter, PodGroup, group_name, is_queued_pod
@@ -49,6 +49,7 @@ OBJECT_ADAPTERS: dict[str, tuple[Adapter[Any], Callable[[Any], bool]]] = {
     "rayjob": (ray.RayJobAdapter(), lambda j: ray.ray_managed_elsewhere(j.spec.managed_by)),
     "raycluster": (ray.RayClusterAdapter(), lambda c: ray.ray_managed_elsewhere(c.spec.managed_by)),
     "trainjob": (trainjob.TrainJobAdapter(), trainjob.managed_elsewhere),
+    "appwrapper": (appwrapper.AppWrapperAdapter(), appwrapper.managed_elsewhere),
 }
 _BY_KIND = {ad.kind: token for token, (ad, _) in OBJECT_ADAPTERS.items()}
 SUPPORTED = (*(ad.framework for ad, _ in OBJECT_ADAPTERS.values()), POD_FRAMEWORK, *POD_BASED)

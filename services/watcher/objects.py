@@ -23,7 +23,7 @@ CACHED_KINDS = (
     "jobset", "pod", "node",  # the framework integrations (frameworks.py), the TAS ungater
     "namespace",  # managedJobsNamespaceSelector
     "pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob", "rayjob", "raycluster",
-    "trainjob", "trainingruntime", "clustertrainingruntime",
+    "trainjob", "trainingruntime", "clustertrainingruntime", "appwrapper",
 )
 NsName = tuple[str, str]
 

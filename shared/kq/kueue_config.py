@@ -29,7 +29,7 @@ KQ_FRAMEWORKS = frozenset((JOB_FRAMEWORK, "jobset.x-k8s.io/jobset", "pod", "depl
                            "leaderworkerset.x-k8s.io/leaderworkerset", "kubeflow.org/pytorchjob",
                            "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob",
                            "kubeflow.org/jaxjob", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/raycluster",
-                           "trainer.kubeflow.org/trainjob"))
+                           "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper"))
 # What Kueue's release manifest (config/components/manager/controller_manager_config.yaml) enables:
 # kq's default when `integrations.frameworks` is not given, so that a fresh `kq up` behaves as an
 # installed Kueue does.

@@ -131,3 +131,32 @@ async def test_a_trainjob_runs_the_jobset_of_its_runtime_with_its_trainer_settin
     job = await batch.read_namespaced_job("tj-node-0", "default")
     assert job.spec.parallelism == 2 and job.spec.template.spec.node_selector == {"pool": "a"}
     assert job.spec.template.spec.containers[0].resources.requests == {"cpu": "200m"}
+
+
+async def test_an_appwrapper_creates_its_components_with_their_podset_infos(
+        custom: CustomObjectsApi, batch: BatchV1Api) -> None:
+    aw = ("workload.codeflare.dev", "v1beta2")
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "wrapped"},
+           "spec": {"parallelism": 2, "completions": 2,
+                    "template": _template("300ms") | {"spec": {"restartPolicy": "Never", "containers": [
+                        {"name": "c", "image": "busybox"}]}}}}
+    created = await custom.create_namespaced_custom_object(*aw, "default", "appwrappers", {
+        "apiVersion": "workload.codeflare.dev/v1beta2", "kind": "AppWrapper",
+        "metadata": {"name": "aw", "labels": {QUEUE: "lq"}}, "spec": {"components": [{"template": job}]}})
+    assert created["spec"]["suspend"] is True  # Kueue's webhook
+    assert (await batch.list_namespaced_job("default")).items == []
+    patch = {"spec": {"suspend": False, "components": [{"template": job, "podSetInfos": [
+        {"nodeSelector": {"pool": "a"}, "labels": {"team": "x"}}]}]}}
+    await custom.patch_namespaced_custom_object(*aw, "default", "appwrappers", "aw", patch, _content_type=MERGE)
+
+    async def succeeded() -> dict[str, Any]:
+        got = await custom.get_namespaced_custom_object(*aw, "default", "appwrappers", "aw")
+        assert got.get("status", {}).get("phase") == "Succeeded", got.get("status")
+        return got
+
+    got = await eventually(succeeded, timeout=20, what="AppWrapper Succeeded")
+    assert _conditions(got)["QuotaReserved"] == "True"
+    wrapped = await batch.read_namespaced_job("wrapped", "default")
+    assert wrapped.spec.template.spec.node_selector == {"pool": "a"}
+    assert wrapped.spec.template.metadata.labels["team"] == "x"
+    assert wrapped.metadata.owner_references[0].kind == "AppWrapper"

@@ -195,6 +195,16 @@ async def test_pytorchjob_sample_is_queued_admitted_runs_its_replicas_and_finish
     await eventually(running, timeout=30, interval=0.5, what="the master and the worker run")
     await finish(stack, wl["NAME"])
     await wait_workloads(stack, "pytorchjob-pytorch-simple-", {"Finished"})
+    # The AppWrapper sample wraps a PyTorchJob of the same name: make room for it.
+    gone = await kq(stack, "delete", "-f", str(SAMPLES / "sample-pytorchjob.yaml"))
+    assert gone.code == 0, gone
+
+    async def no_pods() -> bool:
+        left = await pod_states(stack, "pytorch-simple-")
+        assert not left, left
+        return True
+
+    await eventually(no_pods, timeout=30, interval=0.5, what="the PyTorchJob's pods removed")
 
 
 async def test_rayjob_sample_runs_its_cluster_and_submitter_then_finishes(stack: Path) -> None:
@@ -234,6 +244,22 @@ async def test_trainjob_runs_the_jobset_of_its_runtime_and_finishes(stack: Path)
     await eventually(running, timeout=30, interval=0.5, what="two trainer nodes run")
     await finish(stack, wl["NAME"])
     await wait_workloads(stack, "trainjob-pytorch-distributed-", {"Finished"})
+
+
+async def test_appwrapper_sample_runs_its_wrapped_pytorchjob_and_finishes(stack: Path) -> None:
+    done = await kq(stack, "apply", "-n", "default", "-f", str(SAMPLES / "sample-appwrapper.yaml"))
+    assert done.code == 0, done
+    [wl] = await wait_workloads(stack, "appwrapper-sample-appwrapper-pytorch-job-", {"Admitted"})
+
+    async def running() -> dict[str, str]:
+        got = await pod_states(stack, "pytorch-simple-")
+        running = {n: s for n, s in got.items() if s == "Running"}
+        assert set(running) == {"pytorch-simple-master-0", "pytorch-simple-worker-0"}, got
+        return got
+
+    await eventually(running, timeout=30, interval=0.5, what="the wrapped PyTorchJob's pods run")
+    await finish(stack, wl["NAME"])
+    await wait_workloads(stack, "appwrapper-sample-appwrapper-pytorch-job-", {"Finished"})
 
 
 async def test_a_framework_kq_lacks_is_refused_not_run_unqueued(stack: Path) -> None:

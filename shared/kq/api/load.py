@@ -24,7 +24,6 @@ from kq.api.validate import validate_metadata, validate_object
 UNSUPPORTED_FRAMEWORKS = {
     # (kubeflow.org's training kinds and ray.io's RayJob and RayCluster are served: these are the rest)
     "ray.io": "ray.io/rayservice",
-    "workload.codeflare.dev": "workload.codeflare.dev/appwrapper",
     "sparkoperator.k8s.io": "sparkoperator.k8s.io/sparkapplication",
 }
 

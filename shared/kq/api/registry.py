@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from kq.api import apps, core, events, kueue, training
+from kq.api import apps, appwrapper, core, events, kueue, training
 from kq.api.constants import KUEUE_GROUP, KUEUE_VERSION
 
 __all__ = [
@@ -101,6 +101,8 @@ KINDS: tuple[KindInfo, ...] = (
     KindInfo(kind="ClusterTrainingRuntime", group="trainer.kubeflow.org", version="v1alpha1",
              plural="clustertrainingruntimes", namespaced=False, type=training.ClusterTrainingRuntime,
              has_status=False),
+    KindInfo(kind="AppWrapper", group="workload.codeflare.dev", version="v1beta2", plural="appwrappers",
+             namespaced=True, type=appwrapper.AppWrapper, has_status=True, short_names=("aw",)),
     KindInfo(kind="RayCluster", group="ray.io", version="v1", plural="rayclusters", namespaced=True,
              type=training.RayCluster, has_status=True),
     _kueue("ResourceFlavor", "resourceflavors", False, kueue.ResourceFlavor, False, "flavor", "flavors", "rf"),

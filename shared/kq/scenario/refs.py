@@ -13,7 +13,7 @@ from kq.api.kueue import Workload
 from kq.api.registry import UnknownKindError, kind_info
 
 JOB_KINDS = ("Job", "JobSet", "Pod", "StatefulSet", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob",
-             "MPIJob", "RayJob", "RayCluster", "TrainJob")
+             "MPIJob", "RayJob", "RayCluster", "TrainJob", "AppWrapper")
 
 
 def known_kind(kind: str) -> bool:

@@ -3,13 +3,17 @@ start, stop and finish them, run step by step as the shell does (apply the write
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import msgspec
+import yaml
 from msgspec.structs import replace
 from unit.watcher.test_watcher_core_frameworks import FLAVORS, admit, apply, step, with_meta
 from unit.watcher.watcher_builders import NOW, evicted, merge_apply
 
 from kq.api import constants as k
+from kq.api.appwrapper import AppWrapper, AppWrapperStatus
 from kq.api.core import (
     Container,
     CoreCondition,
@@ -52,6 +56,7 @@ from kq.api.training import (
 from services.watcher.core import generic
 from services.watcher.core import workload_status as ws
 from services.watcher.core.adapter import build_workload
+from services.watcher.core.frameworks.appwrapper import AppWrapperAdapter
 from services.watcher.core.frameworks.kubeflow import MPIJobAdapter, PyTorchJobAdapter
 from services.watcher.core.frameworks.ray import RayClusterAdapter, RayJobAdapter
 from services.watcher.core.frameworks.trainjob import (
@@ -68,6 +73,8 @@ PT = PyTorchJobAdapter()
 RJ = RayJobAdapter()
 RC = RayClusterAdapter()
 TJ = TrainJobAdapter()
+AW = AppWrapperAdapter()
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "integrations"
 META = ObjectMeta(name="j", namespace="ns", uid="j-uid", resource_version="5", labels={k.QUEUE_NAME_LABEL: "lq"})
 
 
@@ -253,3 +260,34 @@ def test_admission_writes_kueues_runtime_patch_and_eviction_empties_it() -> None
     stopped = replace(running, job=apply(running.job, step(TJ, running, evicted(wl))))
     assert stopped.job.spec.suspend is True
     assert all(rj.template.spec.template.spec.node_selector == {} for rj in child_jobset(stopped).spec.replicated_jobs)
+
+
+# --- AppWrapper ---
+
+
+def appwrapper() -> AppWrapper:
+    sample = yaml.safe_load((EXAMPLES / "sample-appwrapper.yaml").read_text())
+    return msgspec.convert(sample | {"metadata": {"name": "aw", "namespace": "ns", "uid": "aw-uid",
+                                                  "resourceVersion": "5", "labels": sample["metadata"]["labels"]},
+                                     "spec": sample["spec"] | {"suspend": True}}, AppWrapper)
+
+
+def test_an_appwrappers_podsets_are_inferred_from_its_wrapped_pytorchjob() -> None:
+    wl = build_workload(AW, appwrapper(), {}, {})
+    assert wl.metadata.name.startswith("appwrapper-aw-") and wl.spec.queue_name == "user-queue"
+    assert [(p.name, p.count) for p in wl.spec.pod_sets] == [("aw-0", 1), ("aw-1", 1)]
+    assert wl.spec.pod_sets[0].template.spec.containers[0].resources.requests == {"cpu": "1"}
+
+
+def test_admission_writes_the_appwrappers_podset_infos_and_eviction_clears_them() -> None:
+    view = appwrapper()
+    wl = admit(with_meta(build_workload(AW, view, {}, {})), "aw-0", "aw-1")
+    running = apply(view, step(AW, view, wl))
+    assert running.spec.suspend is False
+    assert [i.node_selector for i in running.spec.components[0].pod_set_infos] == [{"pool": "a"}, {"pool": "a"}]
+    assert step(AW, running, wl) == Skip(reason="Running")
+    stopped = apply(running, step(AW, running, evicted(wl)))
+    assert stopped.spec.suspend is True and stopped.spec.components[0].pod_set_infos == ()
+    done = replace(running, status=AppWrapperStatus(phase="Succeeded"))
+    write = step(AW, done, wl)
+    assert isinstance(write, Write) and ws.is_finished(merge_apply(wl, write.patch))

@@ -36,7 +36,7 @@ GROUP_SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
 GROUP_FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
 # Pods these controllers own are queued through their owner's integration, not as pods.
 OWNED_ELSEWHERE = frozenset({"Job", "JobSet", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob",
-                             "RayJob", "RayCluster", "TrainJob"})
+                             "RayJob", "RayCluster", "TrainJob", "AppWrapper"})
 _TERMINAL = ("Succeeded", "Failed")
 
 
