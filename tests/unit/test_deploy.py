@@ -211,7 +211,8 @@ def test_queued_jobs_are_created_suspended():
 def test_queued_ray_trainer_and_kubeflow_jobs_are_created_suspended():
     ray, _ = _policy("kq-suspend-queued-ray-and-trainjobs")
     assert {r["apiGroups"][0]: r["resources"] for r in ray["spec"]["matchConstraints"]["resourceRules"]} == {
-        "ray.io": ["rayjobs", "rayclusters"], "trainer.kubeflow.org": ["trainjobs"]}
+        "ray.io": ["rayjobs", "rayclusters"], "trainer.kubeflow.org": ["trainjobs"],
+        "workload.codeflare.dev": ["appwrappers"]}
     kubeflow, _ = _policy("kq-suspend-queued-kubeflow-jobs")
     resources = {r for rule in kubeflow["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]}
     assert resources == {"pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "mpijobs"}
