@@ -14,6 +14,7 @@ import signal
 import sys
 
 from kubesim.durations import parse_duration
+from kubesim.journal import Journal
 from kubesim.kueue_webhooks import KueueOptions
 from kubesim.server import KubeSim
 
@@ -31,6 +32,10 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="scale a container's `sleep N` (e.g. 0.1 runs Kueue's 60 s sample pods for 6 s)")
     p.add_argument("--history", type=int, default=10_000, help="watch history window per cluster (events)")
     p.add_argument("--bookmark-interval", default="2s", help="watch bookmark interval (default 2s)")
+    p.add_argument("--journal", default=None,
+                   help="append every change of the history resources to this file (JSON lines)")
+    p.add_argument("--journal-resources", default=None,
+                   help="comma-separated resource keys to journal (default: workloads, queues, jobs, pods)")
     p.add_argument("--seed", type=int, default=None, help="seed for generated names and uids")
     p.add_argument("--manage-jobs-without-queue-name", action="store_true",
                    help="Kueue's manageJobsWithoutQueueName (its webhooks suspend unlabelled jobs)")
@@ -39,6 +44,14 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--kueue-namespace", default="kueue-system", help="Kueue's namespace (default kueue-system)")
     p.add_argument("--log-level", default="warning")
     return p.parse_args(argv)
+
+
+def _journal(ns: argparse.Namespace) -> Journal | None:
+    if not ns.journal:
+        return None
+    if ns.journal_resources:
+        return Journal(ns.journal, [r.strip() for r in ns.journal_resources.split(",") if r.strip()])
+    return Journal(ns.journal)
 
 
 async def _serve(ns: argparse.Namespace) -> int:
@@ -62,6 +75,7 @@ async def _serve(ns: argparse.Namespace) -> int:
             seed=ns.seed,
             advertise_url=ns.advertise_url,
             kueue=kueue,
+            journal=_journal(ns),
         )
     except ValueError as e:
         print(f"kubesim: {e}", file=sys.stderr)

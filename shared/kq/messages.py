@@ -41,6 +41,9 @@ class AdmitWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="AdmitWorkl
     # Admission checks the workload must pass (status.admissionChecks, each starting Pending), as
     # the ClusterQueue's admissionChecksStrategy selects them for the assigned flavors.
     admission_checks: tuple[str, ...] = ()
+    # TAS node failure: the workload already holds this quota; only its pod sets' topology
+    # assignments change (the failed node replaced) and status.unhealthyNodes is cleared.
+    replace_topology: bool = False
 
 
 class EvictWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="EvictWorkload"):
@@ -379,3 +382,14 @@ class MkNomination(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 mk_nomination_decoder = msgspec.json.Decoder(MkNomination)
+
+
+# --- schema version -----------------------------------------------------------------------------
+# Every message published through kq.runtime.bus carries `Kq-Schema: <SCHEMA_VERSION>`. Within one
+# version changes are additive only: a field added to a message has a default, no field is removed
+# or retyped, and readers ignore fields they do not know (msgspec's default). So during a rolling
+# upgrade a newer service reads an older one's messages, and an older one a newer one's.
+# tests/unit/test_message_schema.py pins each message's required fields; a change that breaks
+# older messages must bump the version.
+SCHEMA_VERSION = 1
+SCHEMA_HEADER = "Kq-Schema"

@@ -170,3 +170,10 @@ def test_every_setting_is_documented_with_its_default() -> None:
 def test_an_unknown_feature_gate_is_refused_naming_it() -> None:
     with pytest.raises(ConfigError, match="featureGates: unknown feature gate TopologyAwareSchedulin"):
         parse_kueue_config("featureGates: {TopologyAwareSchedulin: true, PartialAdmission: true}")
+
+
+def test_opentelemetrys_exporter_variable_overrides_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse_config("otelExporter: none").otel_exporter == "none"
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    assert parse_config("otelExporter: none").otel_exporter == "otlp"
+    assert parse_config("{}").otel_exporter == "otlp"
