@@ -22,6 +22,7 @@ from kubesim.api_http import ApiServer
 from kubesim.cluster import Cluster
 from kubesim.control_http import ControlApi
 from kubesim.journal import Journal
+from kubesim.kueue_webhooks import KueueOptions
 
 _MAX_BODY = 32 * 1024 * 1024
 
@@ -40,6 +41,7 @@ class KubeSim:
         watch_buffer: int = 10_000,
         seed: int | None = None,
         advertise_url: str | None = None,
+        kueue: KueueOptions | None = None,
         journal: Journal | None = None,
     ) -> None:
         if not clusters:
@@ -62,6 +64,7 @@ class KubeSim:
                 sleep_scale=sleep_scale,
                 history_size=history_size,
                 watch_buffer=watch_buffer,
+                kueue=kueue,
             )
             for name in clusters
         }

@@ -21,6 +21,9 @@ from kq.obs import get_logger
 CACHED_KINDS = (
     "job", "workload", "resourceflavor", "workloadpriorityclass", "priorityclass", "clusterqueue", "localqueue",
     "jobset", "pod", "node",  # the framework integrations (frameworks.py), the TAS ungater
+    "namespace",  # managedJobsNamespaceSelector
+    "pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob", "rayjob", "raycluster",
+    "trainjob", "trainingruntime", "clustertrainingruntime", "appwrapper",
 )
 NsName = tuple[str, str]
 
@@ -88,6 +91,10 @@ class ClusterObjects:
     def all(self, kind: str) -> list[Any]:
         table = self._objs[kind]
         return [table[k] for k in sorted(table)]
+
+    def namespace_labels(self, name: str) -> dict[str, str] | None:
+        ns = self._objs["namespace"].get(("", name))
+        return dict(ns.metadata.labels) if ns is not None else None
 
     def job(self, namespace: str, name: str) -> Job | None:
         return self._objs["job"].get((namespace, name))

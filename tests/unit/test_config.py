@@ -82,14 +82,15 @@ def test_kueue_default_config_map_is_accepted_and_unused_fields_are_listed() -> 
     unused = unused_fields(cfg, ["admission", "watcher"])
     for field in ("namespace", "health.healthProbeBindAddress", "metrics.bindAddress", "webhook.port",
                   "leaderElection.leaseDuration", "controller.groupKindConcurrency", "clientConnection.qps",
-                  "manageJobsWithoutQueueName", "managedJobsNamespaceSelector.matchExpressions", "internalCertManagement.enable",
-                  "integrations.frameworks[ray.io/rayjob]", "integrations.externalFrameworks", "admissionFairSharing.resourceWeights",
+                  "internalCertManagement.enable",
+                  "integrations.externalFrameworks", "admissionFairSharing.resourceWeights",
                   "resources.transformations", "objectRetentionPolicies.workloads.afterDeactivatedByKueue",
                   "featureGates.TopologyAwareScheduling", "featureGates.PartialAdmission", "visibilityServer.bindPort",
                   "waitForPodsReady.timeout", "multiKueue.gcInterval"):
         assert field in unused, field
     for field in ("fairSharing", "waitForPodsReady.requeuingStrategy.timestamp", "integrations.frameworks[batch/job]",
-                  "apiVersion", "kind"):
+                  "integrations.frameworks[ray.io/rayjob]", "integrations.frameworks[kubeflow.org/mpijob]",
+                  "manageJobsWithoutQueueName", "managedJobsNamespaceSelector", "apiVersion", "kind"):
         assert not any(u == field or u.startswith(field + ".") for u in unused), field
 
     # With the services that act on them in the build, waitForPodsReady and multiKueue count as used.

@@ -240,6 +240,20 @@ def test_queued_jobs_are_created_suspended():
     assert "suspend: true" in mutation["applyConfiguration"]["expression"]
 
 
+def test_queued_ray_trainer_and_kubeflow_jobs_are_created_suspended():
+    ray, _ = _policy("kq-suspend-queued-ray-and-trainjobs")
+    assert {r["apiGroups"][0]: r["resources"] for r in ray["spec"]["matchConstraints"]["resourceRules"]} == {
+        "ray.io": ["rayjobs", "rayclusters"], "trainer.kubeflow.org": ["trainjobs"],
+        "workload.codeflare.dev": ["appwrappers"]}
+    kubeflow, _ = _policy("kq-suspend-queued-kubeflow-jobs")
+    resources = {r for rule in kubeflow["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]}
+    assert resources == {"pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "mpijobs"}
+    (mutation,) = kubeflow["spec"]["mutations"]
+    assert "runPolicy" in mutation["applyConfiguration"]["expression"]
+    for policy in (ray, kubeflow):
+        assert "kueue.x-k8s.io/queue-name" in policy["spec"]["matchConditions"][0]["expression"]
+
+
 def test_queued_pods_are_created_gated_and_serving_templates_carry_the_queue():
     policy, binding = _policy("kq-gate-queued-pods")
     assert binding["apiVersion"] == policy["apiVersion"]

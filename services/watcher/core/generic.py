@@ -68,13 +68,15 @@ def reconcile(
     now: str,
     *,
     wait_for_pods_ready: bool = False,
+    manage_unlabelled: bool = False,
 ) -> Action | Skip:
     """The next step for one object of a framework and the Workload it controls (None: none yet).
-    With waitForPodsReady the Workload's PodsReady condition follows the adapter's pods_ready."""
+    With waitForPodsReady the Workload's PodsReady condition follows the adapter's pods_ready.
+    `manage_unlabelled`: Kueue manages the object without a queue name (manageJobsWithoutQueueName)."""
     meta = ad.meta(job)
     if meta.deletion_timestamp is not None:
         return Skip(reason="JobDeleting")
-    if wl is None and not ad.queue_name(job):
+    if wl is None and (ad.skip(job) or not (ad.queue_name(job) or manage_unlabelled)):
         return Skip(reason="NotQueued")
 
     if wl is not None and ws.is_finished(wl):

@@ -236,7 +236,7 @@ class Stack(SupervisedChildren):
         kdir.mkdir(parents=True, exist_ok=True)
         names = [name for name, _ in self.clusters]
         argv = [sys.executable, "-m", "kubesim", "--clusters", ",".join(names), "--port", "0",
-                "--kubeconfig-dir", str(kdir), *self._kubesim_args]
+                "--kubeconfig-dir", str(kdir), *self._kueue_webhook_args(), *self._kubesim_args]
         self._kubesim = ChildProcess.spawn("kubesim", "kubesim", argv, self.log_path("kubesim"),
                                            env=self._env(), cwd=self.dir, detach=self.detach,
                                            record_env=self._own_env())
@@ -252,6 +252,18 @@ class Stack(SupervisedChildren):
         for name in names:
             self._kubeconfigs[name] = str(_find_kubeconfig(kdir, name))
         self._progress(_line("kubesim", "ready", f"{self._kubesim_url}  clusters {', '.join(names)}", t0))
+
+    def _kueue_webhook_args(self) -> list[str]:
+        """kubesim plays Kueue's webhooks: they need the Kueue configuration's job-management fields."""
+        cfg, out = self.kueue_config, []
+        if cfg.manage_jobs_without_queue_name:
+            out.append("--manage-jobs-without-queue-name")
+        if cfg.managed_jobs_namespace_selector is not None:
+            out += ["--managed-jobs-namespace-selector",
+                    msgspec.json.encode(cfg.managed_jobs_namespace_selector).decode()]
+        if cfg.namespace:
+            out += ["--kueue-namespace", cfg.namespace]
+        return out
 
     async def _give_worker_kubeconfigs(self) -> None:
         managers = [n for n, r in self.clusters if r == "manager"]

@@ -92,7 +92,13 @@ def apply(obj: Any, write: Write) -> Any:
         node = doc
         for part in parents:
             node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
-        node[last] = op["value"]
+        if isinstance(node, list):
+            if last == "-":
+                node.append(op["value"])
+            else:
+                node[int(last)] = op["value"]
+        else:
+            node[last] = op["value"]
     return msgspec.convert(doc, type(obj))
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import msgspec
 from msgspec.structs import replace
 
 from kq.api import constants as k
@@ -21,7 +20,7 @@ from kq.api.core import JobSet, ReplicatedJob
 from kq.api.kueue import PodSet
 from kq.api.meta import ObjectMeta
 from services.watcher.core import job_pods as jp
-from services.watcher.core.adapter import Adapter, template_restored, template_with
+from services.watcher.core.adapter import Adapter, template_ops, template_restored, template_with
 from services.watcher.core.writes import Action, json_patch_write
 
 
@@ -95,15 +94,8 @@ def _ops(old: JobSet, new: JobSet, *, suspend: bool) -> list[dict[str, Any]]:
     is left as the API server has it."""
     ops: list[dict[str, Any]] = []
     for i, (a, b) in enumerate(zip(old.spec.replicated_jobs, new.spec.replicated_jobs, strict=True)):
-        ta, tb = a.template.spec.template, b.template.spec.template
-        base = f"/spec/replicatedJobs/{i}/template/spec/template"
-        if ta.metadata != tb.metadata:
-            ops.append({"op": "add", "path": f"{base}/metadata", "value": msgspec.to_builtins(tb.metadata)})
-        for field, av, bv in (("nodeSelector", ta.spec.node_selector, tb.spec.node_selector),
-                              ("tolerations", ta.spec.tolerations, tb.spec.tolerations),
-                              ("schedulingGates", ta.spec.scheduling_gates, tb.spec.scheduling_gates)):
-            if av != bv:
-                ops.append({"op": "add", "path": f"{base}/spec/{field}", "value": msgspec.to_builtins(bv)})
+        ops += template_ops(f"/spec/replicatedJobs/{i}/template/spec/template", a.template.spec.template,
+                            b.template.spec.template)
     if (old.spec.suspend is True) != suspend:
         ops.append({"op": "add", "path": "/spec/suspend", "value": suspend})
     return ops
