@@ -26,6 +26,7 @@ from kq.api.kueue import ClusterQueue
 from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects
 from kq.bench.job_ledger import JobLedger
 from kq.bench.live import _create, _workdir
+from kq.bench.procstats import process_stats
 from kq.kube import KubeClient
 from kq.stack import Stack
 
@@ -54,6 +55,7 @@ class PassResult(msgspec.Struct, frozen=True, kw_only=True):
     failed: int
     wall_s: float
     timed_out: bool
+    cpu_ms: dict[str, int] = {}  # CPU used during the pass, per service (instances summed)
 
     @property
     def throughput(self) -> float:
@@ -95,6 +97,25 @@ async def _setup(client: KubeClient, plan: BenchPlan, with_check: bool) -> None:
             await client.create("ClusterQueue", None, body)
         else:
             await _create(client, obj)
+
+
+def _cpu_by_service(stack: Stack) -> dict[str, int]:
+    """CPU used so far by each process of the stack, summed per service (nats-server, kubesim, ...)."""
+    out: dict[str, int] = {}
+    for p in stack.state.processes if stack.state is not None else ():
+        st = process_stats(p.name, p.pid)
+        if st is not None:
+            name = p.service or p.name
+            out[name] = out.get(name, 0) + st.cpu_ms
+    return out
+
+
+async def _measured(stack: Stack, drive: Any) -> PassResult:
+    """Run one pass and record the CPU the stack spent on it (robust to a shared machine's load)."""
+    before = _cpu_by_service(stack)
+    result: PassResult = await drive
+    after = _cpu_by_service(stack)
+    return msgspec.structs.replace(result, cpu_ms={n: after[n] - before.get(n, 0) for n in sorted(after)})
 
 
 async def _drive(manager: KubeClient, plan: BenchPlan, multikueue: bool, timeout_s: float, label: str,
@@ -144,7 +165,7 @@ async def single_pass(plan: BenchPlan, workdir: Path, timeout_s: float, say: Say
         client = await KubeClient.from_kubeconfig(stack.kubeconfig("manager"))
         try:
             await _setup(client, plan, with_check=False)
-            return await _drive(client, plan, False, timeout_s, "single cluster", say)
+            return await _measured(stack, _drive(client, plan, False, timeout_s, "single cluster", say))
         finally:
             await client.close()
 
@@ -164,8 +185,8 @@ async def multikueue_pass(plan: BenchPlan, workers: int, workdir: Path, timeout_
                 await clients["manager"].create(obj["kind"], None, obj)
             await asyncio.gather(*(_setup(clients[n], plan, with_check=False) for n in names))
             async with JobLedger({n: clients[n] for n in names}) as ledger:
-                result = await _drive(clients["manager"], plan, True, timeout_s,
-                                      f"multikueue ({workers} workers)", say)
+                result = await _measured(stack, _drive(clients["manager"], plan, True, timeout_s,
+                                                       f"multikueue ({workers} workers)", say))
             return result, ledger
         finally:
             for c in clients.values():
@@ -178,11 +199,15 @@ def render(single: PassResult, mk: PassResult, ledger: JobLedger, workers: int, 
         return (f"{r.label:<28} {state}{r.finished}/{r.jobs} jobs finished ({r.failed} failed) in {r.wall_s:6.1f} s"
                 f"  = {r.throughput:6.2f} jobs/s")
 
+    def cpu(r: PassResult) -> str:
+        per = ", ".join(f"{n} {ms / max(r.finished, 1):.1f}" for n, ms in sorted(r.cpu_ms.items(), key=lambda i: -i[1]))
+        return f"  CPU ms per job, {r.label}: total {sum(r.cpu_ms.values()) / max(r.finished, 1):.1f} ({per})"
+
     ratio = mk.throughput / single.throughput if single.throughput else 0.0
     twice = ledger.ran_more_than_once()
     overlap = "never" if not ledger.overlaps else f"SEEN {len(ledger.overlaps)} times, e.g. {ledger.overlaps[:3]}"
     lines = [
-        line(single), line(mk),
+        line(single), line(mk), cpu(single), cpu(mk),
         f"throughput through MultiKueue: {ratio * 100:.0f} % of single-cluster (goal >= 50 %); dispatcher {dispatcher}",
         f"job in two workers: {overlap}"
         f" (checked by watching the Jobs of all {workers} workers)",
