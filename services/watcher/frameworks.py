@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from kq.api.constants import QUEUE_NAME_LABEL
+from kq.api.constants import PREBUILT_WORKLOAD_LABEL, QUEUE_NAME_LABEL
 from kq.api.core import JobSet, Pod
 from kq.api.kueue import Workload
 from kq.api.meta import ObjectMeta
@@ -24,7 +24,7 @@ from kq.obs import get_logger
 from services.watcher.apply import apply_action
 from services.watcher.core import generic
 from services.watcher.core.adapter import Adapter
-from services.watcher.core.frameworks.jobset import JobSetAdapter, managed_elsewhere
+from services.watcher.core.frameworks.jobset import JobSetAdapter
 from services.watcher.core.frameworks.pods import PodAdapter, PodGroup, group_name, is_queued_pod
 from services.watcher.core.writes import Skip
 from services.watcher.objects import ClusterObjects
@@ -111,9 +111,10 @@ class FrameworkIntegration:
 
     def _workload_key(self, wl: Workload) -> Key | None:
         ref = wl.metadata.controller_ref()
-        if ref is None:
-            return None
         ns = wl.metadata.namespace
+        if ref is None:  # a MultiKueue copy not adopted yet: the JobSet labelled with its name
+            js = self.objects.using_prebuilt("jobset", ns, wl.metadata.name)
+            return ("jobset", ns, js.metadata.name) if js is not None else None
         if ref.kind == "JobSet":
             return ("jobset", ns, ref.name)
         if ref.kind == "Pod" and wl.metadata.name == PodAdapter().workload_name(
@@ -186,8 +187,8 @@ class FrameworkIntegration:
             js: JobSet | None = self.objects.get("jobset", ns, name)
             if js is None:
                 return None, self._orphan("JobSet", ns, name)
-            if managed_elsewhere(js):
-                return None, None
+            if prebuilt := js.metadata.labels.get(PREBUILT_WORKLOAD_LABEL):
+                return js, self.objects.get("workload", ns, prebuilt)
             owned = [w for w in self.objects.workloads_of(js.metadata.uid) if ad.owns(w, js)]
             live = [w for w in owned if w.metadata.deletion_timestamp is None]
             found = live or owned
@@ -225,9 +226,11 @@ class FrameworkIntegration:
                 return None
             step = generic.reconcile_orphan(wl, now)
         else:
-            step = generic.reconcile(self.adapters[key[0]], job, wl, self.objects.flavors(),
-                                     self.objects.priority_classes(), self.objects.pod_priority_classes(), now,
-                                     wait_for_pods_ready=self.wait_for_pods_ready)
+            ad = self.adapters[key[0]]
+            first = generic.prebuilt(ad, job, wl, now) if key[0] == "jobset" and _prebuilt_name(job) else None
+            step = first if first is not None else generic.reconcile(
+                ad, job, wl, self.objects.flavors(), self.objects.priority_classes(),
+                self.objects.pod_priority_classes(), now, wait_for_pods_ready=self.wait_for_pods_ready)
         if isinstance(step, Skip):
             self._say(key, step.reason)
             return None
@@ -253,3 +256,6 @@ class FrameworkIntegration:
                 self._said.add(said)
                 self.log.warning("cannot queue yet", key=key, reason=reason)
 
+
+def _prebuilt_name(js: JobSet) -> str:
+    return js.metadata.labels.get(PREBUILT_WORKLOAD_LABEL, "")
