@@ -66,6 +66,11 @@ WRITER = "dispatcher"
 KINDS = ("workload", "job", "jobset", "admissioncheck", "multikueueconfig", "multikueuecluster")
 NsName = tuple[str, str]
 _json = msgspec.json.Encoder(order="sorted")
+# A manager-side intent already sent is not sent again while the manager's object still looks as it
+# did then (the watcher has not applied it yet, or it changed nothing), until this long has passed:
+# every copy's change on every worker re-decides the manager workload, and each repeat cost the
+# watcher a read and an outcome. A refused or lost command is sent again after this.
+RESEND_AFTER_S = 5.0
 
 
 async def _all(calls: Any) -> None:
@@ -121,6 +126,7 @@ class Term:
         self.rounds: dict[str, tuple[float, tuple[str, ...]]] = {}  # uid -> Incremental round (start, nominated)
         self.job_owner: dict[tuple[str, str, str], NsName] = {}  # manager (kind, ns, name) of a Job/JobSet -> workload
         self.deleted: dict[NsName, str] = {}  # manager workloads seen deleted -> uid, until their copies are gone
+        self.sent: dict[str, float] = {}  # memo of intents sent (see RESEND_AFTER_S) -> when
         self.external = ExternalDoor(bus, self) if core.mode == "External" else None
         self.log = get_logger("kq.dispatcher", cluster=manager, epoch=epoch)
 
@@ -349,11 +355,34 @@ class Term:
             asyncio.get_running_loop().call_later(max(plan.wake_in, 0.05), self.mark, (ns, name))
         if plan.awaiting_nomination and self.external is not None:
             await self.external.publish_pending(wl, check, [c for c in self.remotes if self.remotes[c].available])
-        cmds = [self._command(wl, rec, check, intent, job_rec) for intent in plan.manager]
+        intents = self._not_sent_yet(wl, check, plan.manager, job_rec)
+        cmds = [self._command(wl, rec, check, intent, job_rec) for intent in intents]
         await self._send([c for c in cmds if c is not None])
-        if plan.delete or plan.create or plan.create_job or plan.manager:
+        if plan.delete or plan.create or plan.create_job or intents:
             self.log.info("dispatch", workload=f"{ns}/{name}", why=plan.why, delete=plan.delete, create=plan.create,
-                          job=plan.create_job, manager=[type(i).__name__ for i in plan.manager])
+                          job=plan.create_job, manager=[type(i).__name__ for i in intents])
+
+    def _not_sent_yet(self, wl: Workload, check: str, intents: tuple[ManagerIntent, ...],
+                      job_rec: ObjectRecord | None) -> list[ManagerIntent]:
+        """The intents not already sent against the manager objects as they look now (RESEND_AFTER_S)."""
+        if not intents:
+            return []
+        now = time.monotonic()
+        if len(self.sent) > 4096:
+            self.sent = {key: at for key, at in self.sent.items() if now - at < RESEND_AFTER_S}
+        st = wl.status
+        seen = _digest([c for c in st.admission_checks if c.name == check], st.cluster_name,
+                       st.nominated_cluster_names, [c for c in st.conditions if c.type == k.WORKLOAD_FINISHED],
+                       job_rec.resource_version if job_rec is not None else "")
+        out = []
+        for intent in intents:
+            key = f"{wl.metadata.uid}:{seen}:{_digest(intent)}"
+            at = self.sent.get(key)
+            if at is not None and now - at < RESEND_AFTER_S:
+                continue
+            self.sent[key] = now
+            out.append(intent)
+        return out
 
     def _command(self, wl: Workload, rec: ObjectRecord, check: str, intent: ManagerIntent,
                  job_rec: ObjectRecord | None) -> Command | None:
