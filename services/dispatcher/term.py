@@ -371,11 +371,14 @@ class Term:
         if len(self.sent) > 4096:
             self.sent = {key: at for key, at in self.sent.items() if now - at < RESEND_AFTER_S}
         st = wl.status
-        seen = _digest([c for c in st.admission_checks if c.name == check], st.cluster_name,
-                       st.nominated_cluster_names, [c for c in st.conditions if c.type == k.WORKLOAD_FINISHED],
-                       job_rec.resource_version if job_rec is not None else "")
+        # What each intent is about, as the manager shows it now: the workload's MultiKueue state,
+        # or for a status sync the manager Job's version.
+        seen_wl = _digest([c for c in st.admission_checks if c.name == check], st.cluster_name,
+                          st.nominated_cluster_names, [c for c in st.conditions if c.type == k.WORKLOAD_FINISHED])
+        seen_job = job_rec.resource_version if job_rec is not None else ""
         out = []
         for intent in intents:
+            seen = seen_job if isinstance(intent, SyncJob) else seen_wl
             key = f"{wl.metadata.uid}:{seen}:{_digest(intent)}"
             at = self.sent.get(key)
             if at is not None and now - at < RESEND_AFTER_S:
