@@ -184,6 +184,7 @@ async def multikueue_pass(plan: BenchPlan, workers: int, workdir: Path, timeout_
             for obj in _mk_objects(names):
                 await clients["manager"].create(obj["kind"], None, obj)
             await asyncio.gather(*(_setup(clients[n], plan, with_check=False) for n in names))
+            await _wait_active(clients["manager"], len(names), say)
             async with JobLedger({n: clients[n] for n in names}) as ledger:
                 result = await _measured(stack, _drive(clients["manager"], plan, True, timeout_s,
                                                        f"multikueue ({workers} workers)", say))
@@ -191,6 +192,27 @@ async def multikueue_pass(plan: BenchPlan, workers: int, workdir: Path, timeout_
         finally:
             for c in clients.values():
                 await c.close()
+
+
+class _Named(msgspec.Struct, frozen=True):
+    status: _St = _St()
+
+
+async def _wait_active(manager: KubeClient, workers: int, say: Say, timeout_s: float = 180.0) -> None:
+    """The clock starts once the setup is live (every MultiKueueCluster and the check Active), as it
+    would be in a cluster that has been running: connecting to N workers is not throughput."""
+    t0 = time.monotonic()
+    while True:
+        mkcs, _ = await manager.list("multikueuecluster")
+        acs, _ = await manager.list("admissioncheck")
+        conds = [msgspec.json.decode(r, type=_Named).status.conditions for r in [*mkcs, *acs]]
+        active = [any(c.type == "Active" and c.status == "True" for c in cs) for cs in conds]
+        if len(active) == workers + 1 and all(active):
+            say(f"  multikueue setup active after {time.monotonic() - t0:.1f} s")
+            return
+        if time.monotonic() - t0 > timeout_s:
+            raise TimeoutError(f"MultiKueue setup not active after {timeout_s:.0f} s")
+        await asyncio.sleep(0.25)
 
 
 def render(single: PassResult, mk: PassResult, ledger: JobLedger, workers: int, dispatcher: str) -> str:
