@@ -70,7 +70,10 @@ _json = msgspec.json.Encoder(order="sorted")
 # did then (the watcher has not applied it yet, or it changed nothing), until this long has passed:
 # every copy's change on every worker re-decides the manager workload, and each repeat cost the
 # watcher a read and an outcome. A refused or lost command is sent again after this.
-RESEND_AFTER_S = 5.0
+RESEND_AFTER_S = 3.0
+# ... and "looks as it did" includes these conditions with their transition times, so a workload
+# evicted and holding quota again is a new state: its nomination and check go out at once.
+_MEMO_CONDITIONS = (k.WORKLOAD_QUOTA_RESERVED, k.WORKLOAD_EVICTED, k.WORKLOAD_ADMITTED, k.WORKLOAD_FINISHED)
 
 
 async def _all(calls: Any) -> None:
@@ -374,7 +377,7 @@ class Term:
         # What each intent is about, as the manager shows it now: the workload's MultiKueue state,
         # or for a status sync the manager Job's version.
         seen_wl = _digest([c for c in st.admission_checks if c.name == check], st.cluster_name,
-                          st.nominated_cluster_names, [c for c in st.conditions if c.type == k.WORKLOAD_FINISHED])
+                          st.nominated_cluster_names, [c for c in st.conditions if c.type in _MEMO_CONDITIONS])
         seen_job = job_rec.resource_version if job_rec is not None else ""
         out = []
         for intent in intents:
