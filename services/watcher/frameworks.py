@@ -16,8 +16,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from kq.api.constants import QUEUE_NAME_LABEL
-from kq.api.core import Pod
+from kq.api.constants import PREBUILT_WORKLOAD_LABEL, QUEUE_NAME_LABEL
+from kq.api.core import JobSet, Pod
 from kq.api.kueue import Workload
 from kq.api.meta import ObjectMeta
 from kq.api.training import TrainingRuntimeSpec, TrainJob
@@ -29,7 +29,6 @@ from services.watcher.core import generic
 from services.watcher.core.adapter import Adapter
 from services.watcher.core.frameworks import appwrapper, kubeflow, ray, trainjob
 from services.watcher.core.frameworks.jobset import JobSetAdapter
-from services.watcher.core.frameworks.jobset import managed_elsewhere as jobset_managed_elsewhere
 from services.watcher.core.frameworks.pods import PodAdapter, PodGroup, group_name, is_queued_pod
 from services.watcher.core.frameworks.trainjob import TrainJobView
 from services.watcher.core.managed import JobPolicy, default_selector, manages_unlabelled, namespace_managed
@@ -44,7 +43,8 @@ POD_BASED = ("deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworker
 # One object, one Workload: token (the kind in lower case) -> its adapter and whether another controller
 # runs it (MultiKueue's copies).
 OBJECT_ADAPTERS: dict[str, tuple[Adapter[Any], Callable[[Any], bool]]] = {
-    "jobset": (JobSetAdapter(), jobset_managed_elsewhere),
+    # a manager's JobSet managed by MultiKueue is queued here too (core/frameworks/jobset.py)
+    "jobset": (JobSetAdapter(), lambda _js: False),
     **{ad.token(): (ad, kubeflow.managed_elsewhere) for ad in kubeflow.KUBEFLOW_ADAPTERS},
     "rayjob": (ray.RayJobAdapter(), lambda j: ray.ray_managed_elsewhere(j.spec.managed_by)),
     "raycluster": (ray.RayClusterAdapter(), lambda c: ray.ray_managed_elsewhere(c.spec.managed_by)),
@@ -135,9 +135,10 @@ class FrameworkIntegration:
 
     def _workload_key(self, wl: Workload) -> Key | None:
         ref = wl.metadata.controller_ref()
-        if ref is None:
-            return None
         ns = wl.metadata.namespace
+        if ref is None:  # a MultiKueue copy not adopted yet: the JobSet labelled with its name
+            js = self.objects.using_prebuilt("jobset", ns, wl.metadata.name)
+            return ("jobset", ns, js.metadata.name) if js is not None else None
         if ref.kind in _BY_KIND:
             return (_BY_KIND[ref.kind], ns, ref.name)
         if ref.kind == "Pod" and wl.metadata.name == PodAdapter().workload_name(
@@ -210,6 +211,8 @@ class FrameworkIntegration:
             js: Any | None = self.objects.get(token, ns, name)
             if js is None:
                 return None, self._orphan(ad.kind, ns, name)
+            if token == "jobset" and (prebuilt := js.metadata.labels.get(PREBUILT_WORKLOAD_LABEL)):
+                return js, self.objects.get("workload", ns, prebuilt)
             if OBJECT_ADAPTERS[token][1](js):
                 return None, None
             uid = js.metadata.uid
@@ -265,9 +268,11 @@ class FrameworkIntegration:
             ad = self.adapters[key[0]]
             unlabelled = all(manages_unlabelled(self.policy, p.metadata) for p in job.pods) if isinstance(
                 job, PodGroup) else manages_unlabelled(self.policy, ad.meta(job))
-            step = generic.reconcile(ad, job, wl, self.objects.flavors(),
-                                     self.objects.priority_classes(), self.objects.pod_priority_classes(), now,
-                                     wait_for_pods_ready=self.wait_for_pods_ready, manage_unlabelled=unlabelled)
+            first = generic.prebuilt(ad, job, wl, now) if key[0] == "jobset" and _prebuilt_name(job) else None
+            step = first if first is not None else generic.reconcile(
+                ad, job, wl, self.objects.flavors(), self.objects.priority_classes(),
+                self.objects.pod_priority_classes(), now, wait_for_pods_ready=self.wait_for_pods_ready,
+                manage_unlabelled=unlabelled)
         if isinstance(step, Skip):
             self._say(key, step.reason)
             return None
@@ -293,3 +298,6 @@ class FrameworkIntegration:
                 self._said.add(said)
                 self.log.warning("cannot queue yet", key=key, reason=reason)
 
+
+def _prebuilt_name(js: JobSet) -> str:
+    return js.metadata.labels.get(PREBUILT_WORKLOAD_LABEL, "")

@@ -12,7 +12,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from kq.api.core import JobStatus
+from kq.api.core import JobSetStatus, JobStatus
 from kq.api.events import ObjectReference
 from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus
 from kq.api.meta import Condition
@@ -144,6 +144,15 @@ class SyncJobStatus(_Command, frozen=True, kw_only=True, tag="SyncJobStatus"):
     status: JobStatus
 
 
+class SyncJobSetStatus(_Command, frozen=True, kw_only=True, tag="SyncJobSetStatus"):
+    """Copy a worker JobSet's status onto the manager's JobSet (managed by MultiKueue)."""
+
+    namespace: str
+    name: str
+    uid: str
+    status: JobSetStatus
+
+
 class SetActiveCondition(_Command, frozen=True, kw_only=True, tag="SetActiveCondition"):
     """The Active condition of an AdmissionCheck or MultiKueueCluster (cluster-scoped)."""
 
@@ -169,13 +178,15 @@ Command = (
     | FinishWorkload
     | DeleteWorkload
     | SyncJobStatus
+    | SyncJobSetStatus
     | SetActiveCondition
     | RecordEvent
     | Fence
 )
 
 CommandKind = Literal[
-    "workload", "clusterqueue", "localqueue", "event", "fence", "job", "admissioncheck", "multikueuecluster"
+    "workload", "clusterqueue", "localqueue", "event", "fence", "job", "admissioncheck", "multikueuecluster",
+    "jobset",
 ]
 
 COMMAND_KIND: dict[type, CommandKind] = {
@@ -191,6 +202,7 @@ COMMAND_KIND: dict[type, CommandKind] = {
     FinishWorkload: "workload",
     DeleteWorkload: "workload",
     SyncJobStatus: "job",
+    SyncJobSetStatus: "jobset",
     RecordEvent: "event",
     Fence: "fence",
 }
@@ -213,6 +225,7 @@ CommandType = Literal[
     "FinishWorkload",
     "DeleteWorkload",
     "SyncJobStatus",
+    "SyncJobSetStatus",
     "SetActiveCondition",
     "RecordEvent",
     "Fence",
@@ -237,6 +250,7 @@ COMMAND_TYPE: dict[type, CommandType] = {
     FinishWorkload: "FinishWorkload",
     DeleteWorkload: "DeleteWorkload",
     SyncJobStatus: "SyncJobStatus",
+    SyncJobSetStatus: "SyncJobSetStatus",
     SetActiveCondition: "SetActiveCondition",
     RecordEvent: "RecordEvent",
     Fence: "Fence",

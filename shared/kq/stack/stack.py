@@ -37,7 +37,7 @@ from kq.natsserver import NatsServer, NatsServerError
 from kq.runtime.bus import Bus
 from kq.stack.health import HEALTHY, instance_status
 from kq.stack.process import ChildProcess, ProcessRecord, is_alive, log_tail, start_ticks, stop_pids
-from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs
+from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs, kueue_docs_secret_name
 from kq.stack.state import ClusterRecord, StackState, read_state, remove_state, state_path, write_state
 from kq.stack.supervise import Restart, RestartPolicy, Supervisor
 from kq.stack.supervised import SupervisedChildren, with_port
@@ -270,7 +270,9 @@ class Stack(SupervisedChildren):
         workers = {n: self._kubeconfigs[n] for n, r in self.clusters if r == "worker"}
         if managers and workers:
             names = await give_worker_kubeconfigs(self._kubeconfigs[managers[0]], workers)
-            self._progress(f"  {'secrets':<14} ready    {', '.join(names)} in {managers[0]}/{KQ_NAMESPACE}")
+            docs = ", ".join(kueue_docs_secret_name(w) for w in sorted(workers))
+            self._progress(f"  {'secrets':<14} ready    {', '.join(names)} in {managers[0]}/{KQ_NAMESPACE} "
+                           f"(also as {docs}, as Kueue's docs name them)")
 
     def _write_config(self) -> None:
         cfg = Config(

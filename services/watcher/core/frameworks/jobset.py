@@ -6,6 +6,10 @@ pod template (the JobSet controller carries them to the child Jobs); stopping
 suspends it and restores the templates. Both are JSON patches by list index, so the
 parts of each replicated Job kq does not model (volumes, probes, ...) stay untouched. Finished from the Completed/Failed
 conditions; active while any child Job is; pods ready when every child Job is ready.
+MultiKueue: on the manager a JobSet with spec.managedBy kueue.x-k8s.io/multikueue is queued and
+"started" like any other (the JobSet controller leaves it alone; its status comes from the
+worker); the copy on a worker carries the prebuilt-workload label and adopts that Workload
+(core/generic.prebuilt).
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ from typing import Any, ClassVar
 
 from msgspec.structs import replace
 
-from kq.api import constants as k
 from kq.api.core import JobSet, ReplicatedJob
 from kq.api.kueue import PodSet
 from kq.api.meta import ObjectMeta
@@ -100,7 +103,3 @@ def _ops(old: JobSet, new: JobSet, *, suspend: bool) -> list[dict[str, Any]]:
         ops.append({"op": "add", "path": "/spec/suspend", "value": suspend})
     return ops
 
-
-def managed_elsewhere(job: JobSet) -> bool:
-    """A JobSet another controller runs (MultiKueue's remote copy) is not reconciled here."""
-    return job.spec.managed_by == k.MULTIKUEUE_MANAGED_BY
