@@ -33,7 +33,7 @@ from kq.messages import (
     SetAdmissionCheckState,
     SetNominatedClusters,
     SyncJobStatus,
-    command_kind,
+    command_subject_of,
 )
 from kq.mirror import MirrorView, ObjectRecord
 from kq.obs import get_logger
@@ -169,7 +169,7 @@ class Term:
             await replay.wait_caught_up(timeout=self.settings.replay_timeout_s)
             fence = Fence(id=f"dispatcher-fence:{self.manager}:{self.epoch}", cluster=self.manager, writer=WRITER,
                           epoch=self.epoch)
-            await self.bus.publish(subjects.command_subject(self.manager, "fence"), fence, msg_id=fence.id)
+            await self.bus.publish(command_subject_of(fence), fence, msg_id=fence.id)
             if self.external is not None:
                 tg.create_task(self.external.run(), name="dispatcher:external")
             if self.workers:
@@ -378,7 +378,7 @@ class Term:
 
     async def _send(self, cmds: list[Command]) -> None:
         if cmds:
-            await self.bus.publish_many([OutMsg(subjects.command_subject(self.manager, command_kind(c)), c, c.id)
+            await self.bus.publish_many([OutMsg(command_subject_of(c), c, c.id)
                                          for c in cmds])
 
     async def _delete_copies_of(self, key: NsName, uid: str) -> None:
