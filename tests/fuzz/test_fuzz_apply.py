@@ -7,9 +7,8 @@ errors that each name a field (kq.api.InputError) or a clear usage error; nothin
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
+from typing import Any
 
 import msgspec
 import pytest

@@ -69,7 +69,7 @@ BASES: dict[str, dict[str, Any]] = {
 KINDS = tuple(BASES)
 
 BAD_QUANTITIES = ("1.5.3", "12Qi", "-", "", " 4", "4 ", "1e999999", "9" * 40 + "Ei", "-4", "0x10", "NaN", "inf",
-                  "1/2", "１", "4cpu", "1e", ".", "+-1")
+                  "1/2", "\uff11", "4cpu", "1e", ".", "+-1")
 HUGE_NUMBERS = (2**63, 2**64 + 1, -(2**63) - 1, 10**30, -1, 1e308, float("inf"), 0.5, True)
 BAD_NAMES = ("a.b", "A", "ünïcødé", "a_b", "-a", "a-", "", "a" * 254, "a/b", "a b", "x" * 64, "..", "名前")
 JUNK: tuple[Any, ...] = (None, [], {}, "x", 0, -1, 2**70, [1, 2], {"a": 1}, True, 1.5, "∞" * 3)
@@ -101,15 +101,20 @@ def _junk(draw: st.DrawFn) -> Any:
     return copy.deepcopy(draw(st.sampled_from(JUNK)))  # never the same {} or [] in two places
 
 
+BODY_MUTATIONS = ("quantity", "number", "unknown", "junk", "drop", "reference")
+META_MUTATIONS = ("name", "label", "annotation")
+
+
 @st.composite
-def _mutate(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
+def _mutate(draw: st.DrawFn, base: dict[str, Any], body_only: bool) -> dict[str, Any]:
     obj = copy.deepcopy(base)
     for _ in range(draw(st.integers(1, 3))):
-        paths = _paths(obj)
+        paths = [p for p in _paths(obj) if not body_only or (p and p[0] not in ("apiVersion", "kind", "metadata"))]
+        if body_only:
+            paths.insert(0, ())
         leaves = [p for p in paths if p and not isinstance(_get(obj, p), (dict, list))]
         maps = [p for p in paths if isinstance(_get(obj, p), dict)]
-        how = draw(st.sampled_from(("quantity", "number", "unknown", "junk", "name", "label", "annotation",
-                                    "drop", "reference")))
+        how = draw(st.sampled_from(BODY_MUTATIONS if body_only else BODY_MUTATIONS + META_MUTATIONS))
         if how == "quantity" and leaves:
             _set(obj, draw(st.sampled_from(leaves)), draw(st.sampled_from(BAD_QUANTITIES)))
         elif how == "number" and leaves:
@@ -145,8 +150,9 @@ def _mutate(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
-def hostile(kind: str) -> st.SearchStrategy[dict[str, Any]]:
-    return _mutate(BASES[kind])
+def hostile(kind: str, *, body_only: bool = False) -> st.SearchStrategy[dict[str, Any]]:
+    """body_only: leave apiVersion, kind and metadata valid (what an API server lets through)."""
+    return _mutate(BASES[kind], body_only)
 
 
 def cohort_cycle(names: tuple[str, ...]) -> list[dict[str, Any]]:
