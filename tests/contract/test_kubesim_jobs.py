@@ -200,3 +200,11 @@ async def test_a_request_that_is_not_a_quantity_is_refused(batch: BatchV1Api) ->
     with pytest.raises(ApiException) as e:
         await batch.create_namespaced_job("default", job_body("bad", cpu="1e999999"))
     assert e.value.status == 422 and "spec.template.spec.containers[0].resources.requests[cpu]" in e.value.body
+
+
+async def test_annotations_over_256_kib_are_refused(batch: BatchV1Api) -> None:
+    body = job_body("big")
+    body["metadata"]["annotations"] = {"note": "x" * (1 << 20)}
+    with pytest.raises(ApiException) as e:
+        await batch.create_namespaced_job("default", body)
+    assert e.value.status == 422 and "metadata.annotations" in e.value.body
