@@ -79,7 +79,7 @@ def _check_string_map(
             check_value(rt, name, v)
 
 
-ANNOTATIONS_MAX_BYTES = 256 * 1024  # all annotations of one object together (the API server's TotalAnnotationSizeLimitB)
+ANNOTATIONS_MAX_BYTES = 256 * 1024  # all annotations of one object together (the API server's limit)
 
 
 def check_metadata(rt: ResourceType, name: str, meta: dict[str, Any]) -> None:
