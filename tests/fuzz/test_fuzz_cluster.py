@@ -101,7 +101,7 @@ async def test_hostile_objects_in_the_cluster_crash_nothing_and_stop_nothing(tmp
                 CASES[f"into kubesim {kind}"] += 1
                 ns, body = _unique(doc, i)
                 try:
-                    info = kind_for(str(doc.get("apiVersion")), kind)
+                    info = kind_for(str(doc.get("apiVersion")), str(kind))
                 except Exception:  # a mutated apiVersion/kind: the API server has no such resource
                     refused += 1
                     continue

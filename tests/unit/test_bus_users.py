@@ -24,18 +24,23 @@ def _may_publish(user: str, subject: str) -> bool:
     return any(_matches(a, subject) for a in bus_users.permissions(user)["publish"]["allow"])
 
 
-W = {"cluster": "manager", "namespace": "ns", "name": "w", "uid": "u"}
-ADMIT = AdmitWorkload(id="a", writer="admission", admission=Admission(cluster_queue="cq"), **W)
+def _admit(writer: str) -> AdmitWorkload:
+    return AdmitWorkload(id="a", cluster="manager", namespace="ns", name="w", uid="u", writer=writer,
+                         admission=Admission(cluster_queue="cq"))
+
+
+ADMIT = _admit("admission")
 
 
 @pytest.mark.parametrize("subject_writer, cmd, why", [
     pytest.param(None, ADMIT, None, id="short-subject-judged-by-fields"),
     pytest.param("admission", ADMIT, None, id="admission-admits"),
     pytest.param("podsready", ADMIT, "writer 'admission' on 'podsready'", id="borrowed-name"),
-    pytest.param("podsready", AdmitWorkload(id="a", writer="podsready", admission=Admission(cluster_queue="cq"), **W),
-                 "'podsready' may not send AdmitWorkload", id="podsready-cannot-admit"),
-    pytest.param("gc", DeleteWorkload(id="d", writer="gc", reason="AfterFinished", **W), None, id="gc-deletes"),
-    pytest.param("gc", EvictWorkload(id="e", writer="gc", reason="x", message="m", **W),
+    pytest.param("podsready", _admit("podsready"), "'podsready' may not send AdmitWorkload", id="podsready-cannot-admit"),
+    pytest.param("gc", DeleteWorkload(id="d", cluster="manager", namespace="ns", name="w", uid="u", writer="gc",
+                                      reason="AfterFinished"), None, id="gc-deletes"),
+    pytest.param("gc", EvictWorkload(id="e", cluster="manager", namespace="ns", name="w", uid="u", writer="gc",
+                                     reason="x", message="m"),
                  "'gc' may not send EvictWorkload", id="gc-cannot-evict"),
     pytest.param("tas", Fence(id="f", cluster="manager", writer="tas"), "'tas' sends no commands", id="tas-sends-none"),
 ])
