@@ -22,7 +22,8 @@ GUARD_WRITER = "dispatcher-guard"
 
 async def run_guard(bus: Bus, workers: tuple[str, ...], core: Settings, epoch: int) -> None:
     log = get_logger("kq.dispatcher.guard", epoch=epoch)
-    view = MirrorView()
+    view = MirrorView(on_invalid=lambda key, why: log.warning(
+        "object skipped: it does not decode", object=f"{key.kind}/{key.namespace}/{key.name}", error=why))
 
     async def follow(d: Delivery) -> None:
         view.apply_delivery(d)

@@ -106,7 +106,8 @@ class Term:
         self.core = core
         self.settings = settings
         self.epoch = epoch
-        self.view = MirrorView()
+        self.view = MirrorView(on_invalid=lambda key, why: self.log.warning(
+            "object skipped: it does not decode", object=f"{key.kind}/{key.namespace}/{key.name}", error=why))
         self.loader = KubeconfigSource(manager_client, settings.kq_namespace)
         self.remotes: dict[str, RemoteCluster] = {}
         self._remote_tasks: dict[str, asyncio.Task[None]] = {}

@@ -51,10 +51,11 @@ class Sweeper:
         self.origin = origin
         self.after_finished_s = after_finished_s
         self.after_deactivated_s = after_deactivated_s
-        self.view = MirrorView()
         self.before: dict[str, Orphans] = {}
         self.clients: dict[str, tuple[object, KubeClient]] = {}
         self.log = get_logger("kq.gc", cluster=manager)
+        self.view = MirrorView(on_invalid=lambda key, why: self.log.warning(
+            "object skipped: it does not decode", object=f"{key.kind}/{key.namespace}/{key.name}", error=why))
 
     async def close(self) -> None:
         for _, client in self.clients.values():
