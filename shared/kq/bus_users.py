@@ -87,6 +87,24 @@ def permissions(user: str) -> dict[str, Any]:
     return {"publish": {"allow": [*CONSUMER, *PUBLISH[user]]}, "subscribe": sub}
 
 
+DEPLOY_SETUP = "kq-setup"  # deploy/: the Job that sets up the streams is the admin user
+
+
+def deploy_subject(user: str) -> str:
+    """deploy/: who a user is on the bus, the subject of its client certificate (NATS TLS
+    `verify_and_map`; cert-manager issues each service's certificate, deploy/nats/certificates.yaml)."""
+    if user == ADMIN:
+        return f"CN={DEPLOY_SETUP}"
+    return f"CN={user}" if user.startswith("kq-") else f"CN=kq-{user}"
+
+
+def deploy_authorization() -> str:
+    """The `authorization` block of deploy/nats/config.yaml: one user per line, by certificate subject."""
+    lines = [f'  {{user: "{deploy_subject(u)}", permissions: {msgspec.json.encode(permissions(u)).decode()}}}'
+             for u in users()]
+    return "authorization {\n  users = [\n" + ",\n".join("  " + ln for ln in lines) + "\n  ]\n}\n"
+
+
 def server_authorization(nkeys: dict[str, str]) -> str:
     """nats-server's `authorization` block for users given as name -> NKey public key (the
     server's config format takes JSON values)."""

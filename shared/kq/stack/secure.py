@@ -17,7 +17,7 @@ import nkeys  # type: ignore[import-untyped]  # ships no type information
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kq import bus_users
 from kq.config import NatsConfig, NatsTlsConfig
@@ -42,35 +42,57 @@ def _write_private(path: Path, data: bytes) -> None:
         f.write(data)
 
 
+class LocalCA:
+    """A throwaway CA that signs server and client certificates (kq up --secure, and tests of the
+    deploy/ NATS configuration, whose users are the client certificates' subjects)."""
+
+    def __init__(self) -> None:
+        self.now = dt.datetime.now(dt.UTC)
+        self.key = ec.generate_private_key(ec.SECP256R1())
+        self.cert = (self._builder(_name("kq local CA"), self.key)
+                     .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                     .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                                  content_commitment=False, key_encipherment=False,
+                                                  data_encipherment=False, key_agreement=False,
+                                                  encipher_only=False, decipher_only=False), critical=True)
+                     .sign(self.key, hashes.SHA256()))
+
+    def _builder(self, subject: x509.Name, key: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
+        issuer = self.cert.subject if hasattr(self, "cert") else subject
+        return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(self.now - dt.timedelta(minutes=5)).not_valid_after(self.now + _VALID))
+
+    def write_ca(self, path: Path) -> Path:
+        path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
+        return path
+
+    def issue(self, out: Path, name: str, *, server_host: str | None = None) -> tuple[Path, Path]:
+        """(<name>.pem, <name>-key.pem): a server certificate for server_host, else a client one whose
+        subject is just CN=<name> (what NATS `verify_and_map` takes as the user)."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = _name(name) if server_host is not None else x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        b = self._builder(subject, key)
+        if server_host is not None:
+            names: list[x509.GeneralName] = [x509.DNSName(SERVER_NAME)]
+            try:
+                names.append(x509.IPAddress(ipaddress.ip_address(server_host)))
+            except ValueError:
+                names.append(x509.DNSName(server_host))
+            b = b.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        usage = ExtendedKeyUsageOID.SERVER_AUTH if server_host is not None else ExtendedKeyUsageOID.CLIENT_AUTH
+        cert = b.add_extension(x509.ExtendedKeyUsage([usage]), critical=False).sign(self.key, hashes.SHA256())
+        paths = (out / f"{name}.pem", out / f"{name}-key.pem")
+        paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        _write_private(paths[1], _key_pem(key))
+        return paths
+
+
 def make_certificates(out: Path, host: str) -> tuple[Path, Path, Path]:
     """(ca.pem, server.pem, server-key.pem): a CA that signs one server certificate for `host`."""
-    now = dt.datetime.now(dt.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = (x509.CertificateBuilder().subject_name(_name("kq local CA")).issuer_name(_name("kq local CA"))
-          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
-          .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + _VALID)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                       content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                       key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [x509.DNSName(SERVER_NAME)]
-    try:
-        names.append(x509.IPAddress(ipaddress.ip_address(host)))
-    except ValueError:
-        names.append(x509.DNSName(host))
-    cert = (x509.CertificateBuilder().subject_name(_name(SERVER_NAME)).issuer_name(ca.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + _VALID)
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    paths = (out / "ca.pem", out / "server.pem", out / "server-key.pem")
-    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    _write_private(paths[2], _key_pem(key))
-    return paths
+    ca = LocalCA()
+    cert, key = ca.issue(out, "server", server_host=host)
+    return ca.write_ca(out / "ca.pem"), cert, key
 
 
 def make_user(users_dir: Path, user: str) -> str:
