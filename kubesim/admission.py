@@ -31,6 +31,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from kq.quantity import QuantityError, to_milli
 from kubesim.errors import ApiError, invalid
 from kubesim.kueue_webhooks import (
     NAME_LABEL,
@@ -213,6 +214,41 @@ def _validate_pod_update(rt: ResourceType, old: Mapping[str, Any], new: dict[str
 # --- jobs --------------------------------------------------------------------------------------
 
 
+_JOB_COUNTS = ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished",
+               "backoffLimitPerIndex", "maxFailedIndexes")
+_INT32_MAX = 2**31 - 1
+
+
+def _validate_job_fields(rt: ResourceType, name: str, spec: Mapping[str, Any], tspec: Mapping[str, Any]) -> None:
+    """What the API server's schema and Job validation refuse before any controller sees the Job:
+    counts that are not non-negative int32s, an unknown completionMode, a container list that is
+    not one, requests that are not quantities."""
+    for field in _JOB_COUNTS:
+        v = spec.get(field)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= _INT32_MAX):
+            raise invalid(rt, name, f"spec.{field}", v, f"must be an integer between 0 and {_INT32_MAX}")
+    if spec.get("suspend") is not None and not isinstance(spec.get("suspend"), bool):
+        raise invalid(rt, name, "spec.suspend", spec.get("suspend"), "must be a boolean")
+    if spec.get("completionMode", "NonIndexed") not in ("NonIndexed", "Indexed"):
+        raise invalid(rt, name, "spec.completionMode", spec.get("completionMode"),
+                      'supported values: "NonIndexed", "Indexed"')
+    containers = tspec.get("containers")
+    if not isinstance(containers, list) or not all(isinstance(c, dict) for c in containers):
+        raise invalid(rt, name, "spec.template.spec.containers", containers, "must be a list of containers")
+    for i, c in enumerate(containers):
+        resources = c.get("resources", {})
+        for part in ("requests", "limits"):
+            values = resources.get(part, {}) if isinstance(resources, dict) else None
+            if not isinstance(values, dict):
+                raise invalid(rt, name, f"spec.template.spec.containers[{i}].resources", resources, "must be a mapping")
+            for res, q in values.items():
+                try:
+                    to_milli(q)
+                except (QuantityError, TypeError, ValueError):
+                    raise invalid(rt, name, f"spec.template.spec.containers[{i}].resources.{part}[{res}]", q,
+                                  "must be a quantity") from None
+
+
 def _default_job(rt: ResourceType, job: dict[str, Any]) -> None:
     meta = job["metadata"]
     name, uid = meta["name"], meta["uid"]
@@ -226,6 +262,7 @@ def _default_job(rt: ResourceType, job: dict[str, Any]) -> None:
     if tspec.get("restartPolicy") not in ("Never", "OnFailure"):
         raise invalid(rt, name, "spec.template.spec.restartPolicy", tspec.get("restartPolicy"),
                       'Required value: valid values: "OnFailure", "Never"')
+    _validate_job_fields(rt, name, spec, tspec)
     if spec.get("parallelism") is None and spec.get("completions") is None:
         spec["completions"] = 1
     spec.setdefault("parallelism", 1)

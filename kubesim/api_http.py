@@ -131,6 +131,7 @@ class ApiServer:
                 return _drop(request)
         tail = request.match_info["tail"].strip("/")
         try:
+            user = cluster.authn.user(request.headers)
             parsed = parse_target(tail.split("/"), request.path)
             if isinstance(parsed, str):
                 if parsed == "api":
@@ -140,6 +141,8 @@ class ApiServer:
                 return _json(_encode(parsed))
             query = request.query
             verb = verb_of(request.method, parsed, query)
+            resource = f"{parsed.rt.plural}/{parsed.sub}" if parsed.sub else parsed.rt.plural
+            cluster.authn.record(user, parsed.rt.group, resource, verb, parsed.ns or "")
             names = (parsed.rt.plural, parsed.rt.key) + ((f"{parsed.rt.plural}/{parsed.sub}",) if parsed.sub else ())
             fault = cluster.faults.take_error(verb, names)
             if fault is not None:

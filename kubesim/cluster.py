@@ -9,6 +9,7 @@ from typing import Any
 
 from kubesim.admission import ClusterAdmission
 from kubesim.controllers.appwrappers import AppWrapperController
+from kubesim.authn import Authn
 from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.jobsets import JobSetController
@@ -44,6 +45,7 @@ class Cluster:
         # A partial partition: only clients whose User-Agent starts with this are cut off
         # (MultiKueue's "the manager loses its connection to a worker"; the worker keeps working).
         self.disconnected_agent: str | None = None
+        self.authn = Authn()  # bearer tokens (off unless a test sets them) and the request log
         # Control-hook state: forced outcomes by Job/JobSet uid, readiness overrides by (namespace, name).
         self.outcomes: dict[str, bool] = {}
         self.readiness: dict[tuple[str, str], str] = {}

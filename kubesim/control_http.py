@@ -13,6 +13,10 @@
                                                  "verbs": [...], "resources": [...], "retryAfterSeconds": 1}
                                                 {"type": "latency", "ms": N}
     DELETE /kubesim/clusters/{c}/faults         clears errors and latency
+    POST   /kubesim/clusters/{c}/tokens         {"tokens": {token: user}}: only these bearer tokens are let in
+                                                (401 otherwise); {"tokens": null}: no checks (the default)
+    GET    /kubesim/clusters/{c}/requests       {"requests": [[user, group, resource, verb, namespace], ...]}:
+                                                every distinct call so far (kubesim/authn.py)
 
 Errors answer {"error": message} with 400 (bad body, naming the field), 404 or 409.
 """
@@ -59,6 +63,8 @@ class ControlApi:
             web.post("/kubesim/clusters/{c}/reconnect", self._wrap(self.reconnect)),
             web.post("/kubesim/clusters/{c}/faults", self._wrap(self.add_fault)),
             web.delete("/kubesim/clusters/{c}/faults", self._wrap(self.clear_faults)),
+            web.post("/kubesim/clusters/{c}/tokens", self._wrap(self.set_tokens)),
+            web.get("/kubesim/clusters/{c}/requests", self._wrap(self.requests)),
         ]
 
     def _wrap(self, fn: Callable[[Cluster, Any], Any]) -> Callable[[web.Request], Any]:
@@ -148,6 +154,17 @@ class ControlApi:
         else:
             raise ControlError(400, f"type: want cut-watches, expire-history, errors or latency, got {kind!r}")
         return {"cluster": cluster.name, "faults": cluster.faults.describe()}
+
+    def set_tokens(self, cluster: Cluster, body: dict[str, Any]) -> dict[str, Any]:
+        tokens = body.get("tokens")
+        if tokens is not None and (not isinstance(tokens, dict) or not all(
+                isinstance(k, str) and k and isinstance(v, str) and v for k, v in tokens.items())):
+            raise ControlError(400, f"tokens: want a map of token to user name, or null, got {tokens!r}")
+        cluster.authn.set_tokens(tokens)
+        return {"cluster": cluster.name, "users": sorted(set((tokens or {}).values()))}
+
+    def requests(self, cluster: Cluster, body: Any) -> dict[str, Any]:
+        return {"cluster": cluster.name, "requests": sorted(cluster.authn.requests)}
 
     def clear_faults(self, cluster: Cluster, body: Any) -> dict[str, Any]:
         cluster.faults.clear()

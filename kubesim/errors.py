@@ -8,6 +8,7 @@ from kubesim.resources import ResourceType
 
 _REASONS = {
     400: "BadRequest",
+    401: "Unauthorized",
     403: "Forbidden",
     404: "NotFound",
     405: "MethodNotAllowed",

@@ -79,10 +79,18 @@ def _check_string_map(
             check_value(rt, name, v)
 
 
+ANNOTATIONS_MAX_BYTES = 256 * 1024  # all annotations of one object together (the API server's limit)
+
+
 def check_metadata(rt: ResourceType, name: str, meta: dict[str, Any]) -> None:
     """Labels, annotations, finalizers and ownerReferences must have the Kubernetes shapes."""
     _check_string_map(rt, name, "metadata.labels", meta.get("labels"), _check_label_value)
     _check_string_map(rt, name, "metadata.annotations", meta.get("annotations"), None)
+    annotations = meta.get("annotations") or {}
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in annotations.items())
+    if size > ANNOTATIONS_MAX_BYTES:
+        raise invalid(rt, name, "metadata.annotations", f"{size} bytes",
+                      f"Too long: must have at most {ANNOTATIONS_MAX_BYTES} bytes")
     finalizers = meta.get("finalizers")
     if finalizers is not None and (
         not isinstance(finalizers, list) or not all(isinstance(f, str) and f for f in finalizers)

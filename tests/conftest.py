@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -48,3 +49,14 @@ async def bus(nats_config: NatsConfig) -> AsyncIterator[Bus]:
         yield b
     finally:
         await b.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """How many hostile cases each kind got (support/hostile.py counts them; tests/fuzz, test_secure_bus)."""
+    from support.hostile import CASES, EXAMPLES
+
+    if CASES:
+        terminalreporter.section("hostile input: generated cases per kind")
+        for what, n in sorted(CASES.items()):
+            terminalreporter.write_line(f"  {what:<42} {n}")
+        terminalreporter.write_line(f"  (KQ_FUZZ_EXAMPLES={EXAMPLES}; set it higher for a long run)")

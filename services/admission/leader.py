@@ -31,7 +31,7 @@ from kq.messages import CommandOutcome
 from kq.obs import get_logger
 from kq.placement import SolveRequest, reply_decoder
 from kq.placement import encoder as placement_encoder
-from kq.runtime import Bus, OutMsg
+from kq.runtime import Bus, OutMsg, connect_options
 from services.admission.core.decisions import CycleResult, PlacementRequest
 from services.admission.core.model import SchedulerConfig
 from services.admission.handlers import Inputs, missing_sync, publish
@@ -83,7 +83,8 @@ class LeaderTerm:
         # Placement requests go on a connection of their own: a reply must not queue behind the
         # mirror's replay batches on the shared socket (it is on every admission's path).
         self._solve_nc = await nats.connect(self.bus.config.url, name=f"{self.bus.name}-{self.bus.instance}-tas",
-                                            max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+                                            max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+                                            **connect_options(self.bus.config, self.bus.name))
         try:
             await self._run()
         finally:

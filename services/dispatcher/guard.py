@@ -10,7 +10,7 @@ import asyncio
 import time
 
 from kq import subjects
-from kq.messages import Command, DeactivateWorkload, command_kind
+from kq.messages import Command, DeactivateWorkload, command_subject_of
 from kq.mirror import MirrorView
 from kq.obs import get_logger
 from kq.runtime import Bus, Delivery, OutMsg
@@ -22,7 +22,8 @@ GUARD_WRITER = "dispatcher-guard"
 
 async def run_guard(bus: Bus, workers: tuple[str, ...], core: Settings, epoch: int) -> None:
     log = get_logger("kq.dispatcher.guard", epoch=epoch)
-    view = MirrorView()
+    view = MirrorView(on_invalid=lambda key, why: log.warning(
+        "object skipped: it does not decode", object=f"{key.kind}/{key.namespace}/{key.name}", error=why))
 
     async def follow(d: Delivery) -> None:
         view.apply_delivery(d)
@@ -46,6 +47,6 @@ async def run_guard(bus: Bus, workers: tuple[str, ...], core: Settings, epoch: i
                     log.warning("copy stopped: manager lease expired", worker=w, workload=f"{md.namespace}/{md.name}",
                                 lease=lease)
             if cmds:
-                await bus.publish_many([OutMsg(subjects.command_subject(c.cluster, command_kind(c)), c, c.id)
+                await bus.publish_many([OutMsg(command_subject_of(c), c, c.id)
                                         for c in cmds])
             await asyncio.sleep(period)

@@ -42,7 +42,7 @@ async def main(bus: Bus, config: Config, settings: DispatcherSettings | None = N
     holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
     lease = Lease(bus, SERVICE, manager.name, holder, ttl=settings.lease_ttl_s)
     async with AsyncExitStack() as stack:
-        client = await KubeClient.from_kubeconfig(manager.kubeconfig)
+        client = await KubeClient.from_kubeconfig(manager.kubeconfig, user_agent="kq/dispatcher")
         stack.push_async_callback(client.close)
 
         leading = False

@@ -34,7 +34,7 @@ from kq.messages import (
     SetNominatedClusters,
     SyncJobSetStatus,
     SyncJobStatus,
-    command_kind,
+    command_subject_of,
 )
 from kq.mirror import MirrorView, ObjectRecord
 from kq.obs import get_logger
@@ -117,7 +117,8 @@ class Term:
         self.core = core
         self.settings = settings
         self.epoch = epoch
-        self.view = MirrorView()
+        self.view = MirrorView(on_invalid=lambda key, why: self.log.warning(
+            "object skipped: it does not decode", object=f"{key.kind}/{key.namespace}/{key.name}", error=why))
         self.loader = KubeconfigSource(manager_client, settings.kq_namespace)
         self.remotes: dict[str, RemoteCluster] = {}
         self._remote_tasks: dict[str, asyncio.Task[None]] = {}
@@ -181,7 +182,7 @@ class Term:
             await replay.wait_caught_up(timeout=self.settings.replay_timeout_s)
             fence = Fence(id=f"dispatcher-fence:{self.manager}:{self.epoch}", cluster=self.manager, writer=WRITER,
                           epoch=self.epoch)
-            await self.bus.publish(subjects.command_subject(self.manager, "fence"), fence, msg_id=fence.id)
+            await self.bus.publish(command_subject_of(fence), fence, msg_id=fence.id)
             if self.external is not None:
                 tg.create_task(self.external.run(), name="dispatcher:external")
             if self.workers:
@@ -421,7 +422,7 @@ class Term:
 
     async def _send(self, cmds: list[Command]) -> None:
         if cmds:
-            await self.bus.publish_many([OutMsg(subjects.command_subject(self.manager, command_kind(c)), c, c.id)
+            await self.bus.publish_many([OutMsg(command_subject_of(c), c, c.id)
                                          for c in cmds])
 
     async def _delete_copies_of(self, key: NsName, uid: str) -> None:

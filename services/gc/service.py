@@ -25,7 +25,7 @@ from kq.api.registry import decode_object
 from kq.config import Config, ConfigError, duration_seconds
 from kq.kube import KubeClient, KubeError, NotFound
 from kq.kubeconfigs import KubeconfigError
-from kq.messages import DeleteWorkload, command_kind
+from kq.messages import DeleteWorkload, command_subject_of
 from kq.mirror import MirrorView
 from kq.obs import get_logger
 from kq.remote_clusters import KubeconfigSource
@@ -51,10 +51,11 @@ class Sweeper:
         self.origin = origin
         self.after_finished_s = after_finished_s
         self.after_deactivated_s = after_deactivated_s
-        self.view = MirrorView()
         self.before: dict[str, Orphans] = {}
         self.clients: dict[str, tuple[object, KubeClient]] = {}
         self.log = get_logger("kq.gc", cluster=manager)
+        self.view = MirrorView(on_invalid=lambda key, why: self.log.warning(
+            "object skipped: it does not decode", object=f"{key.kind}/{key.namespace}/{key.name}", error=why))
 
     async def close(self) -> None:
         for _, client in self.clients.values():
@@ -118,7 +119,7 @@ class Sweeper:
             cmds.append(DeleteWorkload(id=f"gc-retention:{md.uid}", cluster=self.manager, writer=WRITER,
                                        namespace=md.namespace, name=md.name, uid=md.uid, reason=reason))
         if cmds:
-            await self.bus.publish_many([OutMsg(subjects.command_subject(self.manager, command_kind(c)), c, c.id)
+            await self.bus.publish_many([OutMsg(command_subject_of(c), c, c.id)
                                          for c in cmds])
 
 
@@ -162,7 +163,7 @@ async def main(bus: Bus, config: Config, settings: GcSettings | None = None) -> 
         await asyncio.Event().wait()
     manager = managers[0]
     async with AsyncExitStack() as stack:
-        client = await KubeClient.from_kubeconfig(manager.kubeconfig)
+        client = await KubeClient.from_kubeconfig(manager.kubeconfig, user_agent="kq/gc")
         stack.push_async_callback(client.close)
         sweeper = Sweeper(bus, manager.name, KubeconfigSource(client, settings.kq_namespace), origin,
                           after_finished, after_deactivated)

@@ -17,7 +17,7 @@ from kq.messages import (
     FinishRequeueBackoff,
     TimerMessage,
     WorkloadEvictedEvent,
-    command_kind,
+    command_subject_of,
 )
 from kq.runtime import OutMsg
 from kq.runtime.bus import SCHEDULE, SCHEDULE_TARGET, schedule_time
@@ -28,7 +28,7 @@ EVICTED_BY_PODS_READY_TIMEOUT = "PodsReadyTimeout"
 
 
 def _out(cmd: Command) -> OutMsg:
-    return OutMsg(subjects.command_subject(cmd.cluster, command_kind(cmd)), cmd, f"{WRITER}:{cmd.cluster}:{cmd.id}")
+    return OutMsg(command_subject_of(cmd), cmd, f"{WRITER}:{cmd.cluster}:{cmd.id}")
 
 
 def fence(cluster: str, epoch: int) -> OutMsg:

@@ -25,7 +25,7 @@ from kq import subjects
 from kq.config import Config, ConfigError
 from kq.obs import get_logger
 from kq.placement import HOLDS_FILTER, PlacementHeld, SolveRequest
-from kq.runtime import Bus, Lease, lead
+from kq.runtime import Bus, Lease, connect_options, lead
 from services.tas.handlers import NEEDED_KINDS, SolverInputs, caught_up, decode_request, record_hold, solve
 
 SERVICE = "tas"
@@ -75,7 +75,8 @@ class SolverTerm:
                           seconds=round(self.bus.clock.monotonic() - t0, 3))
             # Requests and replies on a connection of their own, not behind the mirror's batches.
             self._nc = await nats.connect(self.bus.config.url, name=f"tas-{self.bus.instance}-solve",
-                                          max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+                                          max_reconnect_attempts=-1, reconnect_time_wait=0.5,
+                                          **connect_options(self.bus.config, self.bus.name))
             try:
                 await self._nc.subscribe(subjects.TAS_SOLVE, queue="tas", cb=self._on_solve)
                 self.bus.mark_ready()

@@ -27,6 +27,7 @@ from kq.messages import Command, CommandOutcome, Fence, RecordEvent, command_dec
 from kq.obs import consumer_span, get_logger
 from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Place, TemporaryError
 from services.watcher.apply import apply_action, read
+from services.watcher.core.authority import refuse_writer
 from services.watcher.core.commands import FINISHED, STALE_EPOCH, plan_command, target_ref
 from services.watcher.core.writes import Refusal, Skip
 from services.watcher.events import EventWriter
@@ -85,6 +86,10 @@ class CommandExecutor:
                 cmd = command_decoder.decode(d.data)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 results[i] = PermanentError(f"{d.subject}: not a command: {e}")
+                continue
+            if why := refuse_writer(subjects.command_writer(d.subject), cmd):
+                self.log.warning("command refused", subject=d.subject, id=cmd.id, why=why)
+                results[i] = PermanentError(f"{d.subject}: {why}")
                 continue
             if cmd.cluster != self.cluster:
                 results[i] = PermanentError(

@@ -128,7 +128,7 @@ async def connect_clusters(stack: AsyncExitStack, bus: Bus, clusters: tuple[Clus
         raise ValueError("watcher: no clusters configured (config `clusters`)")
     watchers: list[ClusterWatcher] = []
     for c in clusters:
-        client = await KubeClient.from_kubeconfig(c.kubeconfig)
+        client = await KubeClient.from_kubeconfig(c.kubeconfig, user_agent="kq/watcher")
         stack.push_async_callback(client.close)
         watchers.append(ClusterWatcher(bus, c.name, client, settings, job_integration=job_integration,
                                        frameworks=frameworks, policy=policy))

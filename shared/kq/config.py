@@ -42,6 +42,7 @@ __all__ = [
     "KueueConfig",
     "MultiKueue",
     "NatsConfig",
+    "NatsTlsConfig",
     "RequeuingStrategy",
     "WaitForPodsReady",
     "WatcherConfig",
@@ -60,10 +61,40 @@ class _Cfg(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
     pass
 
 
+class NatsTlsConfig(_Cfg, frozen=True, kw_only=True):
+    """`nats.tls:` verify the server against ca_file; cert_file + key_file: this client's own
+    certificate, for a server that asks for one (mutual TLS)."""
+
+    ca_file: str
+    cert_file: str | None = None
+    key_file: str | None = None
+    server_name: str | None = None  # the name the server's certificate carries, when not the URL's host
+
+    def __post_init__(self) -> None:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("certFile: certFile and keyFile go together")
+
+
 class NatsConfig(_Cfg, frozen=True, kw_only=True):
     url: str = "nats://127.0.0.1:4222"
     stream_replicas: int = 1
     duplicate_window_s: float = 120.0
+    tls: NatsTlsConfig | None = None
+    # Who this process is on the bus: an NKey seed file, or a JWT .creds file. "{service}" in the
+    # path is replaced by the connecting service's name (one config file, a key per service).
+    nkey_seed_file: str | None = None
+    creds_file: str | None = None
+    # Create or update kq's streams at start. False where a setup step owns them (least-privilege
+    # users may not touch stream configurations).
+    ensure_streams: bool = True
+
+    def __post_init__(self) -> None:
+        if self.nkey_seed_file is not None and self.creds_file is not None:
+            raise ValueError("nkeySeedFile: give nkeySeedFile or credsFile, not both")
+
+    def credential_path(self, service: str) -> str | None:
+        path = self.nkey_seed_file or self.creds_file
+        return path.replace("{service}", service) if path else None
 
 
 class ClusterConfig(_Cfg, frozen=True, kw_only=True):

@@ -21,14 +21,17 @@ typed error (`Gone` for 410), and a malformed line raises `ProtocolError`.
 from __future__ import annotations
 
 import builtins
+import os
 import ssl
 import urllib.request
 from collections.abc import AsyncGenerator, Mapping
+from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import msgspec
+import yaml
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.config import load_kube_config, load_kube_config_from_dict
 
@@ -227,6 +230,45 @@ def _env_proxy(host: str) -> str | None:
     return urllib.request.getproxies().get(parts.scheme or "http")
 
 
+def _token_file(kubeconfig: str, context: str | None) -> str | None:
+    """The current user's `tokenFile`, relative to the kubeconfig's folder as kubectl reads it."""
+    try:
+        doc = yaml.safe_load(Path(kubeconfig).read_text()) or {}
+        ctx_name = context or doc.get("current-context")
+        ctx = next(c["context"] for c in doc.get("contexts") or () if c.get("name") == ctx_name)
+        user = next(u["user"] for u in doc.get("users") or () if u.get("name") == ctx.get("user"))
+    except (OSError, yaml.YAMLError, StopIteration, KeyError, TypeError, AttributeError):
+        return None
+    found = user.get("tokenFile") if isinstance(user, dict) else None
+    return str(Path(kubeconfig).parent / found) if isinstance(found, str) and found else None
+
+
+class TokenFile:
+    """kubernetes-asyncio reads a kubeconfig's tokenFile once and keeps that token for good, but a
+    ServiceAccount's projected token is rotated (the kubelet swaps the file; the old one expires).
+    As a refresh hook it re-reads the file whenever it changed (a stat per request)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._seen: tuple[int, int, int] | None = None
+
+    def __call__(self, cfg: Configuration) -> None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return  # keep the token we have: the next request says whether it still works
+        seen = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if seen == self._seen:
+            return
+        try:
+            token = Path(self.path).read_text().strip()
+        except OSError:
+            return
+        if token:
+            cfg.api_key["BearerToken"] = f"Bearer {token}"
+            self._seen = seen
+
+
 class KubeClient:
     """One API server. Methods take the lower-case kind names of kq.api.registry."""
 
@@ -245,12 +287,17 @@ class KubeClient:
 
     @classmethod
     async def from_kubeconfig(
-        cls, path: str, *, context: str | None = None, request_timeout_s: float = 30.0, max_connections: int = 128
+        cls, path: str, *, context: str | None = None, request_timeout_s: float = 30.0, max_connections: int = 128,
+        user_agent: str = _USER_AGENT,
     ) -> KubeClient:
-        """max_connections bounds concurrent HTTP connections; each open watch holds one."""
+        """max_connections bounds concurrent HTTP connections; each open watch holds one. A user
+        with a `tokenFile` (a ServiceAccount's projected token) is re-read whenever the file changes."""
         cfg = Configuration()
         await load_kube_config(config_file=path, context=context, client_configuration=cfg, persist_config=False)
-        return cls(cfg, request_timeout_s=request_timeout_s, max_connections=max_connections)
+        token_file = _token_file(path, context)
+        if token_file is not None:
+            cfg.refresh_api_key_hook = TokenFile(token_file)
+        return cls(cfg, request_timeout_s=request_timeout_s, max_connections=max_connections, user_agent=user_agent)
 
     @classmethod
     async def from_kubeconfig_dict(

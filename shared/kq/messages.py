@@ -12,6 +12,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
+from kq import subjects
 from kq.api.core import JobSetStatus, JobStatus
 from kq.api.events import ObjectReference
 from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus
@@ -356,6 +357,11 @@ def command_kind(cmd: Command) -> CommandKind:
     if isinstance(cmd, SetActiveCondition):
         return cmd.kind
     return COMMAND_KIND[type(cmd)]
+
+
+def command_subject_of(cmd: Command) -> str:
+    """Where a writer sends `cmd`: its cluster, kind and the writer's own name (kq.bus_users)."""
+    return subjects.command_subject(cmd.cluster, command_kind(cmd), cmd.writer)
 
 
 class TimerMessage(msgspec.Struct, frozen=True, kw_only=True):

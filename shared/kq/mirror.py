@@ -149,9 +149,15 @@ def _default_decoder(kind: str, raw: bytes) -> Any:
 class MirrorView:
     """Last value per object, from replaying KQ_OBJECTS. Tombstones remove the object."""
 
-    def __init__(self, decoder: Callable[[str, bytes], Any] | None = None) -> None:
+    def __init__(self, decoder: Callable[[str, bytes], Any] | None = None,
+                 on_invalid: Callable[[ObjectKey, str], None] | None = None) -> None:
         self._by_kind: dict[tuple[str, str], dict[tuple[str, str], ObjectRecord]] = {}
         self._typed: dict[ObjectKey, tuple[str, Any]] = {}
+        # Objects the API server stored that do not decode into their type (nothing in front of the
+        # cluster checked them): key -> the error naming the field. typed() treats them as absent;
+        # on_invalid hears of each once per resourceVersion, so a service can say so.
+        self.invalid: dict[ObjectKey, str] = {}
+        self._on_invalid = on_invalid
         self.synced: dict[tuple[str, str], SyncMarker] = {}
         self._decode = decoder or _default_decoder
 
@@ -166,6 +172,7 @@ class MirrorView:
         if rec.deleted:
             objs.pop((rec.namespace, rec.name), None)
             self._typed.pop(rec.key, None)
+            self.invalid.pop(rec.key, None)
         else:
             objs[(rec.namespace, rec.name)] = rec
         return rec
@@ -195,19 +202,29 @@ class MirrorView:
         return (cluster, kind.lower()) in self.synced
 
     def typed(self, key: ObjectKey) -> Any | None:
-        """The object decoded into its kq.api Struct (cached per resourceVersion)."""
+        """The object decoded into its kq.api Struct (cached per resourceVersion); None when there is
+        none, or it does not decode (then `invalid` says why)."""
         rec = self.get(key)
         if rec is None:
             return None
         hit = self._typed.get(key)
         if hit is not None and hit[0] == rec.resource_version:
             return hit[1]
-        obj = self._decode(rec.kind, rec.raw)
+        try:
+            obj = self._decode(rec.kind, rec.raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as e:
+            obj = None
+            self.invalid[key] = str(e)
+            if self._on_invalid is not None:
+                self._on_invalid(key, str(e))
+        else:
+            self.invalid.pop(key, None)
         self._typed[key] = (rec.resource_version, obj)
         return obj
 
     def typed_items(self, cluster: str, kind: str) -> list[Any]:
-        return [self.typed(r.key) for r in self.items(cluster, kind)]
+        """Every object of a kind that decodes (see `invalid` for the others)."""
+        return [o for o in (self.typed(r.key) for r in self.items(cluster, kind)) if o is not None]
 
     def replay(self, bus: Bus, cluster: str = "*", kind: str = "*",
                on_change: Callable[[ObjectRecord | SyncMarker], None] | None = None) -> Replay:

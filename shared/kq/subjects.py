@@ -87,13 +87,25 @@ def parse_sync_subject(subject: str) -> tuple[str, str]:
     return unescape(parts[3]), parts[4]
 
 
-def command_subject(cluster: str, kind: str) -> str:
-    return f"{PREFIX}.cmd.{escape(cluster)}.{kind.lower()}"
+def command_subject(cluster: str, kind: str, writer: str | None = None) -> str:
+    """A command for `cluster`; services name themselves as `writer` (the last token), so that a
+    bus user may send commands only as itself (kq.bus_users) and the watcher can check the
+    command's own `writer` field against it."""
+    base = f"{PREFIX}.cmd.{escape(cluster)}.{kind.lower()}"
+    return base if writer is None else f"{base}.{escape(writer)}"
+
+
+def command_writer(subject: str) -> str | None:
+    """The writer a command subject names, None for the short form without one."""
+    parts = subject.split(".")
+    if len(parts) < 5 or parts[2] != "cmd":
+        raise ValueError(f"not a command subject: {subject!r}")
+    return unescape(parts[5]) if len(parts) == 6 else None
 
 
 def command_filter(cluster: str = "*") -> str:
     c = cluster if cluster == "*" else escape(cluster)
-    return f"{PREFIX}.cmd.{c}.*"
+    return f"{PREFIX}.cmd.{c}.>"
 
 
 def outcome_subject(writer: str, cluster: str) -> str:

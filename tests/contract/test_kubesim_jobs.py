@@ -177,3 +177,34 @@ async def test_jobset_creates_child_jobs_and_completes(custom: CustomObjectsApi,
     names = sorted(j.metadata.name for j in (await batch.list_namespaced_job("default")).items)
     assert names == ["js-driver-0", "js-workers-0", "js-workers-1"]
     assert {s["name"]: s["succeeded"] for s in got["status"]["replicatedJobsStatus"]} == {"workers": 2, "driver": 1}
+
+
+@pytest.mark.parametrize("change, field", [
+    pytest.param({"completions": {}}, "spec.completions", id="completions-a-mapping"),  # crashed the job controller
+    pytest.param({"parallelism": "2"}, "spec.parallelism", id="parallelism-a-string"),
+    pytest.param({"backoffLimit": 2**40}, "spec.backoffLimit", id="backoff-beyond-int32"),
+    pytest.param({"suspend": "yes"}, "spec.suspend", id="suspend-not-a-boolean"),
+    pytest.param({"completionMode": "Sometimes"}, "spec.completionMode", id="unknown-completion-mode"),
+])
+async def test_a_malformed_job_is_refused_naming_the_field(batch: BatchV1Api, change: dict[str, Any],
+                                                           field: str) -> None:
+    """Found by the hostile-input fuzzing (tests/fuzz): the API server refuses these, so no controller meets them."""
+    body = job_body("bad")
+    body["spec"].update(change)
+    with pytest.raises(ApiException) as e:
+        await batch.create_namespaced_job("default", body)
+    assert e.value.status == 422 and field in e.value.body, e.value.body
+
+
+async def test_a_request_that_is_not_a_quantity_is_refused(batch: BatchV1Api) -> None:
+    with pytest.raises(ApiException) as e:
+        await batch.create_namespaced_job("default", job_body("bad", cpu="1e999999"))
+    assert e.value.status == 422 and "spec.template.spec.containers[0].resources.requests[cpu]" in e.value.body
+
+
+async def test_annotations_over_256_kib_are_refused(batch: BatchV1Api) -> None:
+    body = job_body("big")
+    body["metadata"]["annotations"] = {"note": "x" * (1 << 20)}
+    with pytest.raises(ApiException) as e:
+        await batch.create_namespaced_job("default", body)
+    assert e.value.status == 422 and "metadata.annotations" in e.value.body

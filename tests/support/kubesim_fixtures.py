@@ -69,6 +69,12 @@ class SimControl:
             assert r.status == expect, (r.status, data)
             return data
 
+    async def get(self, path: str) -> dict[str, Any]:
+        async with self._s.get(f"{self._base}/kubesim/{path}") as r:
+            assert r.status == 200, await r.text()
+            data: dict[str, Any] = await r.json()
+            return data
+
     async def delete(self, path: str) -> dict[str, Any]:
         async with self._s.delete(f"{self._base}/kubesim/{path}") as r:
             assert r.status == 200, await r.text()

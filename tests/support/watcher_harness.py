@@ -19,7 +19,7 @@ from kq import subjects
 from kq.api.registry import decode_object, kind_info
 from kq.config import ClusterConfig
 from kq.kube import KubeClient, KubeError
-from kq.messages import Command, CommandOutcome, command_kind
+from kq.messages import Command, CommandOutcome, command_subject_of
 from kq.mirror import MirrorView, ObjectRecord
 from kq.runtime import Bus, Replay
 from kubesim.server import KubeSim
@@ -145,7 +145,7 @@ class Outcomes(_Following):
 
 
 async def send(bus: Bus, cmd: Command) -> None:
-    await bus.publish(subjects.command_subject(cmd.cluster, command_kind(cmd)), cmd, msg_id=cmd.id)
+    await bus.publish(command_subject_of(cmd), cmd, msg_id=cmd.id)
 
 
 async def read_typed(client: KubeClient, kind: str, namespace: str | None, name: str) -> Any:

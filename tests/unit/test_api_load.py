@@ -407,3 +407,27 @@ def test_limits_with_a_cohort_are_fine():
     (obj,) = load_documents(text, "ok.yaml")
     rq = obj.obj.spec.resource_groups[0].flavors[0].resources[0]
     assert (rq.borrowing_limit, rq.lending_limit) == ("1", "0.5")
+
+
+# Found by the hostile-input fuzzing (tests/fuzz): labels and annotations the API server refuses
+# went through kq apply's checks and failed only at the server, after earlier documents were sent.
+@pytest.mark.parametrize("labels, annotations, field", [
+    pytest.param({"a": "x" * (1 << 20)}, {}, "metadata.labels[a]", id="1MiB-label"),
+    pytest.param({"Bad Key": "v"}, {}, "metadata.labels[Bad Key]", id="label-key-with-a-space"),
+    pytest.param({"a/b/c": "v"}, {}, "metadata.labels[a/b/c]", id="label-key-two-slashes"),
+    pytest.param({"a": "ü"}, {}, "metadata.labels[a]", id="unicode-label-value"),
+    pytest.param({}, {"note": "x" * (1 << 20)}, "metadata.annotations", id="1MiB-annotation"),
+    pytest.param({}, {"x" * 300: "v"}, "metadata.annotations[", id="annotation-key-too-long"),
+])
+def test_labels_and_annotations_the_api_server_refuses_are_refused_before_sending(labels, annotations, field):
+    doc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+           "metadata": {"name": "rf", "labels": labels, "annotations": annotations}}
+    with pytest.raises(InputError) as e:
+        load_object(doc, "f.yaml")
+    assert any(err.path.startswith(field) for err in e.value.errors), e.value.errors
+
+
+def test_a_large_but_lawful_annotation_is_accepted():
+    doc = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+           "metadata": {"name": "rf", "labels": {"kueue.x-k8s.io/x": "ok"}, "annotations": {"note": "x" * 200_000}}}
+    assert load_object(doc, "f.yaml").name == "rf"

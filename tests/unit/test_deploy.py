@@ -413,3 +413,39 @@ def test_the_grafana_dashboard_queries_only_metrics_kq_exports():
     queried = {m for p in dash["panels"] for t in p["targets"] for m in re.findall(r"\b(k(?:ueue|q)_[a-z_]+)", t["expr"])}
     assert queried and queried <= exported, queried - exported
     assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
+
+
+def _selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    ok = all(labels.get(k) == v for k, v in selector.get("matchLabels", {}).items())
+    for e in selector.get("matchExpressions", ()):
+        assert e["operator"] == "In", e
+        ok = ok and labels.get(e["key"]) in e["values"]
+    return ok
+
+
+def _nats_ingress() -> list[dict[str, Any]]:
+    (policy,) = [p for p in _of_kind("NetworkPolicy") if p["spec"]["podSelector"]["matchLabels"].get("app.kubernetes.io/name") == "nats"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    return policy["spec"]["ingress"]
+
+
+def _may_reach(labels: dict[str, str], port: int) -> bool:
+    return any(
+        any(p["port"] == port for p in rule["ports"])
+        and any("namespaceSelector" not in f and _selects(f["podSelector"], labels) for f in rule["from"])
+        for rule in _nats_ingress()
+    )
+
+
+def test_only_kqs_service_pods_reach_nats():
+    for name, dep in _deployments().items():
+        assert _may_reach(dep["spec"]["template"]["metadata"]["labels"], 4222), name
+    (nats,) = _of_kind("StatefulSet")
+    nats_labels = nats["spec"]["template"]["metadata"]["labels"]
+    assert _may_reach(nats_labels, 6222) and not _may_reach(nats_labels, 4222)
+    for stranger in ({}, {"app.kubernetes.io/part-of": "kq"}, {"app.kubernetes.io/component": "watcher"},
+                     {"app": "job", "kueue.x-k8s.io/queue-name": "q"}):
+        assert not _may_reach(stranger, 4222), stranger
+        assert not _may_reach(stranger, 6222), stranger
+    # a component label outside kq's services (a user's pod copying labels partly) is not enough
+    assert not _may_reach({"app.kubernetes.io/part-of": "kq", "app.kubernetes.io/component": "shell"}, 4222)

@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import Literal
 
-from kq import subjects
 from kq.api.constants import KUEUE_GROUP, KUEUE_VERSION
 from kq.api.events import ObjectReference
-from kq.messages import RecordEvent, SetWorkloadPending, command_kind
+from kq.messages import RecordEvent, SetWorkloadPending, command_subject_of
 from services.admission.core.decisions import CycleResult
 from services.admission.core.state import SchedulerState
 from services.admission.plan.metrics import queued_since
@@ -37,7 +36,7 @@ class _Events:
                           involved=ObjectReference(api_version=API_VERSION, kind="Workload", namespace=ns, name=name,
                                                    uid=uid),
                           event_type=type_, reason=reason, action=reason, message=message, at=self.at)
-        self.out.append(Outgoing(subjects.command_subject(self.cluster, command_kind(cmd)), cmd, cmd.id))
+        self.out.append(Outgoing(command_subject_of(cmd), cmd, cmd.id))
 
 
 def pending_written(outputs: Outputs) -> set[str]:

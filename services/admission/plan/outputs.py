@@ -34,7 +34,7 @@ from kq.messages import (
     WorkloadEvictedEvent,
     WorkloadPendingEvent,
     WorkloadPreemptedEvent,
-    command_kind,
+    command_subject_of,
 )
 from kq.quantity import format_quantity as _format_quantity
 from services.admission.core.decisions import (
@@ -93,7 +93,7 @@ def command_id(action: Action, epoch: int, cluster: str, target: str, decision: 
 
 def fence_command(cluster: str, epoch: int) -> Outgoing:
     cmd = Fence(id=command_id("fence", epoch, cluster, "-", "fence"), cluster=cluster, writer=WRITER, epoch=epoch)
-    return Outgoing(subjects.command_subject(cluster, command_kind(cmd)), cmd, cmd.id)
+    return Outgoing(command_subject_of(cmd), cmd, cmd.id)
 
 
 # --- conversions -------------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ class _Builder:
         return command_id(action, self.epoch, self.cluster, target, decision)
 
     def command(self, cmd: Command, action: Action, target: str) -> None:
-        self.out.commands.append(Outgoing(subjects.command_subject(self.cluster, command_kind(cmd)), cmd, cmd.id))
+        self.out.commands.append(Outgoing(command_subject_of(cmd), cmd, cmd.id))
         self.out.sent[cmd.id] = Sent(action, target)
 
     def event(self, ev: Decision, key: str) -> None:

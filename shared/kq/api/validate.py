@@ -36,6 +36,36 @@ def validate_metadata(meta: ObjectMeta, namespaced: bool, kind: str) -> list[Fie
             errors.append(FieldError("metadata.namespace", f"{kind} is cluster-scoped and takes no namespace"))
         elif len(meta.namespace) > 63 or not _DNS_LABEL.match(meta.namespace):
             errors.append(FieldError("metadata.namespace", f'"{meta.namespace}" is not a valid namespace name'))
+    return errors + _labels_and_annotations(meta)
+
+
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_ANNOTATIONS_MAX_BYTES = 256 * 1024  # the API server's limit on all annotations of an object together
+
+
+def _key_error(key: str) -> str | None:
+    prefix, _, local = key.rpartition("/")
+    if not local or len(local) > 63 or not _QUALIFIED_NAME.match(local):
+        return "name part must be 1-63 alphanumeric characters, '-', '_' or '.', starting and ending alphanumeric"
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return "prefix must be a lower-case DNS subdomain"
+    return None
+
+
+def _labels_and_annotations(meta: ObjectMeta) -> list[FieldError]:
+    """What the API server refuses in metadata before any controller sees it (label rules, sizes)."""
+    errors: list[FieldError] = []
+    for field, entries in (("labels", meta.labels), ("annotations", meta.annotations)):
+        for key, value in entries.items():
+            if why := _key_error(key):
+                errors.append(FieldError(f"metadata.{field}[{key[:80]}]", f"invalid key: {why}"))
+            if field == "labels" and (len(value) > 63 or (value and not _QUALIFIED_NAME.match(value))):
+                errors.append(FieldError(f"metadata.labels[{key[:80]}]",
+                                         f"invalid value ({len(value)} characters): at most 63 alphanumeric "
+                                         "characters, '-', '_' or '.', starting and ending alphanumeric"))
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in meta.annotations.items())
+    if size > _ANNOTATIONS_MAX_BYTES:
+        errors.append(FieldError("metadata.annotations", f"too long: {size} bytes, at most {_ANNOTATIONS_MAX_BYTES}"))
     return errors
 
 

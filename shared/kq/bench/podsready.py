@@ -151,7 +151,7 @@ async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -
                 if len(evicted) >= n // 2 + len(wrong):
                     done.set()
 
-            sub = await bus.nc.subscribe(subjects.command_subject(CLUSTER, "workload"), cb=on_cmd)
+            sub = await bus.nc.subscribe(subjects.command_filter(CLUSTER), cb=on_cmd)
             # Phase 1: every workload admitted, as fast as the bus takes them (at most `rate` per second),
             # so that with a long enough timeout all N timers are live at once.
             t0 = time.time()

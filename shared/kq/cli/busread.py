@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import msgspec
 import nats.js.errors
 
 from kq import subjects
-from kq.config import NatsConfig
+from kq.config import ConfigError, NatsConfig, load_config
 from kq.messages import Decision, decision_decoder
 from kq.mirror import MirrorView
 from kq.runtime.bus import Bus
@@ -25,10 +26,22 @@ class BusReadError(RuntimeError):
     pass
 
 
+def stack_nats(url: str, config_file: str | None) -> NatsConfig:
+    """How to reach a local stack's bus: its config's `nats:` (a closed bus: TLS and the CLI's own
+    user), else just the URL."""
+    if config_file and Path(config_file).is_file():
+        try:
+            return msgspec.structs.replace(load_config(config_file).nats, url=url)
+        except ConfigError:
+            pass
+    return NatsConfig(url=url)
+
+
 @asynccontextmanager
-async def connected(url: str, *, connect_timeout_s: float = 3.0) -> AsyncIterator[Bus]:
+async def connected(url: str | NatsConfig, *, connect_timeout_s: float = 3.0) -> AsyncIterator[Bus]:
+    config = NatsConfig(url=url) if isinstance(url, str) else url
     try:
-        bus = await Bus.connect(NatsConfig(url=url), "kq-cli", connect_timeout_s=connect_timeout_s)
+        bus = await Bus.connect(config, "kq-cli", connect_timeout_s=connect_timeout_s)
     except ConnectionError as e:
         raise BusReadError(f"{e}; is the stack up? (kq up / kq status)") from None
     try:

@@ -78,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run N instances of a service (e.g. admission=2: an active one and a hot standby)")
     p.add_argument("--sleep-scale", type=float, default=1.0,
                    help="kubesim runs a container's `sleep N` for N x this many seconds (default 1)")
+    p.add_argument("--secure", action="store_true",
+                   help="a closed bus: TLS with a throwaway CA and one NATS user per service (least privilege)")
     p = cmd("down", "stop the local stack", cmd_down)
     p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
     cmd("status", "show the local stack's processes and their health", cmd_status)

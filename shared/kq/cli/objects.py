@@ -174,7 +174,9 @@ def _print_get(args: argparse.Namespace, io: Streams, view: MirrorView, cluster:
             print(f"{info.kind.lower()}.{info.group}/{r.name}" if info.group else f"{info.kind.lower()}/{r.name}",
                   file=io.out)
     elif recs:
-        objs = [view.typed(r.key) for r in recs]
+        objs = [o for o in (view.typed(r.key) for r in recs) if o is not None]
+        for key, why in sorted(view.invalid.items()):
+            print(f"error: {key.kind} {key.namespace + '/' if key.namespace else ''}{key.name}: {why}", file=io.err)
         now = datetime.now(UTC)
         io.out.write(render(table_for(info.token, objs, now, all_namespaces=info.namespaced and ns is None,
                                       wide=args.output == "wide")))

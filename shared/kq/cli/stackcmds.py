@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgspec
 
-from kq.cli.busread import BusReadError, connected
+from kq.cli.busread import BusReadError, connected, stack_nats
 from kq.cli.objects import Streams
 from kq.cli.tables import Table, render
 from kq.cli.target import stack_dir
@@ -53,7 +53,7 @@ async def cmd_up(args: argparse.Namespace, io: Streams) -> int:
         say(f"kueue configuration: kq does not use {', '.join(unused)}")
     stack = Stack(d, kueue_config=kueue, detach=True, timeout_s=args.timeout,
                   progress=say, log_level=args.log_level, replicas=replicas,
-                  kubesim_args=("--sleep-scale", str(args.sleep_scale)))
+                  kubesim_args=("--sleep-scale", str(args.sleep_scale)), secure=args.secure)
     unknown = sorted(set(replicas) - set(stack.services))
     if unknown:
         raise StackError(f"--replicas: no service {', '.join(unknown)} (services: {', '.join(stack.services)})")
@@ -111,7 +111,7 @@ async def cmd_status(args: argparse.Namespace, io: Streams) -> int:
     services = [p for p in state.processes if p.role == "service" and alive[p.name]]
     if services and alive.get("nats-server"):
         try:
-            async with connected(state.nats_url, connect_timeout_s=2.0) as bus:
+            async with connected(stack_nats(state.nats_url, state.config), connect_timeout_s=2.0) as bus:
                 for p in services:
                     st = await instance_status(bus.nc, p.service or p.name, p.instance or "0", window_s=1.0)
                     health[p.name] = st.status if st is not None else "no answer"

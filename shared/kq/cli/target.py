@@ -12,7 +12,8 @@ import argparse
 from pathlib import Path
 from typing import NamedTuple
 
-from kq.config import kubeconfig_from_env
+from kq.cli.busread import stack_nats
+from kq.config import NatsConfig, kubeconfig_from_env
 from kq.stack.state import DEFAULT_DIR, StackState, StateError, read_state
 
 DEFAULT_CLUSTER = "manager"
@@ -29,10 +30,12 @@ class Target(NamedTuple):
     state: StackState | None
     context: str | None = None  # the kubeconfig context (--context), else its current-context
 
-    def need_nats(self) -> str:
+    def need_nats(self) -> NatsConfig:
         if not self.nats_url:
             raise TargetError("no NATS URL: give --nats URL, or start a local stack with `kq up`")
-        return self.nats_url
+        if self.state is not None and self.state.nats_url == self.nats_url:  # the local stack's (maybe closed) bus
+            return stack_nats(self.nats_url, self.state.config)
+        return NatsConfig(url=self.nats_url)
 
     def need_kubeconfig(self) -> str:
         if not self.kubeconfig:

@@ -1,7 +1,7 @@
 """The one runtime every kq service uses: bus, streams, consumers and ack policy, replay,
 leases, health, bounded keyed work, and the process lifecycle (run_service)."""
 
-from kq.runtime.bus import Bus, OutMsg, encode_payload
+from kq.runtime.bus import Bus, OutMsg, connect_options, encode_payload
 from kq.runtime.consume import consume, consume_batches
 from kq.runtime.delivery import Delivery
 from kq.runtime.errors import DeadLetter, PermanentError, TemporaryError, dead_letter_decoder
@@ -24,6 +24,7 @@ __all__ = [
     "Place",
     "Replay",
     "TemporaryError",
+    "connect_options",
     "consume",
     "consume_batches",
     "dead_letter_decoder",

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -65,6 +67,24 @@ def schedule_time(at: datetime) -> str:
     if at.tzinfo is None:
         raise ValueError("schedule time must be timezone-aware")
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+
+def connect_options(config: NatsConfig, name: str) -> dict[str, Any]:
+    """TLS and the NATS user of service `name` (a closed bus, docs/configuration.md `nats:`)."""
+    opts: dict[str, Any] = {}
+    if config.tls is not None:
+        ctx = ssl.create_default_context(cafile=config.tls.ca_file)
+        if config.tls.cert_file and config.tls.key_file:
+            ctx.load_cert_chain(config.tls.cert_file, config.tls.key_file)
+        opts["tls"] = ctx
+        if config.tls.server_name:
+            opts["tls_hostname"] = config.tls.server_name
+    path = config.credential_path(name)
+    if path is not None:
+        if not Path(path).is_file():
+            raise ConnectionError(f"nats: no credentials for {name} at {path}")
+        opts["nkeys_seed" if config.nkey_seed_file else "user_credentials"] = path
+    return opts
 
 
 class Bus:
@@ -124,6 +144,7 @@ class Bus:
             await asyncio.wait_for(
                 nc.connect(
                     config.url,
+                    **connect_options(config, name),
                     name=f"{name}-{instance}",
                     connect_timeout=2,
                     reconnect_time_wait=0.5,  # type: ignore[arg-type]  # annotated int, but slept on: 0.5s is meant
@@ -142,8 +163,10 @@ class Bus:
         connected = True
         return cls(nc, config, name, instance=instance, tracer_provider=tracer_provider)
 
-    async def ensure_streams(self) -> None:
-        await streams.ensure_streams(self.js, self.config)
+    async def ensure_streams(self, *, force: bool = False) -> None:
+        """Create or update kq's streams, unless the config leaves them to a setup step (force: do it)."""
+        if self.config.ensure_streams or force:
+            await streams.ensure_streams(self.js, self.config)
 
     def mark_ready(self) -> None:
         self.status = "ready"

@@ -38,6 +38,7 @@ from kq.runtime.bus import Bus
 from kq.stack.health import HEALTHY, instance_status
 from kq.stack.process import ChildProcess, ProcessRecord, is_alive, log_tail, start_ticks, stop_pids
 from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs, kueue_docs_secret_name
+from kq.stack.secure import SecureBus
 from kq.stack.state import ClusterRecord, StackState, read_state, remove_state, state_path, write_state
 from kq.stack.supervise import Restart, RestartPolicy, Supervisor
 from kq.stack.supervised import SupervisedChildren, with_port
@@ -96,6 +97,7 @@ class Stack(SupervisedChildren):
         supervise: bool = False,
         restart_policy: RestartPolicy | None = None,
         on_restart: Callable[[Restart], None] | None = None,
+        secure: bool = False,
     ) -> None:
         if not clusters:
             raise StackError("a stack needs at least one cluster")
@@ -112,6 +114,7 @@ class Stack(SupervisedChildren):
         self.log_level = log_level
         self._progress = progress or (lambda _line: None)
         self._kubesim_args = tuple(kubesim_args)
+        self.secure = SecureBus(self.dir) if secure else None  # a closed bus: TLS and a NATS user per service
         self.logs_dir = self.dir / "logs"
         self.config_path = self.dir / "config.yaml"
         self._nats: NatsServer | None = None
@@ -159,7 +162,7 @@ class Stack(SupervisedChildren):
         return self.logs_dir / f"{process}.log"
 
     def nats_config(self) -> NatsConfig:
-        return NatsConfig(url=self.nats_url)
+        return self.secure.nats_config(self.nats_url) if self.secure else NatsConfig(url=self.nats_url)
 
     async def __aenter__(self) -> Stack:
         await self.up()
@@ -181,7 +184,7 @@ class Stack(SupervisedChildren):
             await self._give_worker_kubeconfigs()
             self._write_config()
             self._bus = await Bus.connect(self.nats_config(), "kq-stack", connect_timeout_s=self._left(deadline))
-            await self._bus.ensure_streams()
+            await self._bus.ensure_streams(force=True)
             await self._start_services(deadline)
             self._supervise()
         except BaseException as e:
@@ -222,7 +225,8 @@ class Stack(SupervisedChildren):
     async def _start_nats(self, deadline: float) -> None:
         t0 = time.monotonic()
         self._nats = NatsServer(store_dir=self.dir / "nats", log_file=self.log_path("nats-server"),
-                                detach=self.detach, start_timeout=self._left(deadline))
+                                detach=self.detach, start_timeout=self._left(deadline),
+                                extra_args=self.secure.create().server_args() if self.secure else ())
         try:
             await self._nats.start_async()
         except NatsServerError as e:

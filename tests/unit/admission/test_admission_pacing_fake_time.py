@@ -25,7 +25,7 @@ def pending(key: str, n: int) -> Outputs:
     ns, name = key.split("/")
     msg = SetWorkloadPending(id=cid, cluster=C, writer="admission", epoch=4, namespace=ns, name=name, uid="u",
                              reason="Pending", message=str(n))
-    return Outputs([Outgoing(subjects.command_subject(C, "workload"), msg, cid)], [], {cid: Sent("pending", key)})
+    return Outputs([Outgoing(subjects.command_subject(C, "workload", "admission"), msg, cid)], [], {cid: Sent("pending", key)})
 
 
 class TermLoop:

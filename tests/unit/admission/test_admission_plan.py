@@ -165,7 +165,7 @@ def _one(result: CycleResult, **kw: Any) -> tuple[list[tuple[str, str, Any]], li
             [(o.subject, o.msg_id, o.message) for o in out.events], errors)
 
 
-WL_SUBJECT = subjects.command_subject(C, "workload")
+WL_SUBJECT = subjects.command_subject(C, "workload", "admission")
 EVT = subjects.event_subject(C, "workload", "ns", "w")
 AT = "2023-11-14T22:13:20.000Z"
 COMMON: dict[str, Any] = {"cluster": C, "writer": "admission", "epoch": 4, "namespace": "ns", "name": "w", "uid": "u"}
