@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubesim.admission import ClusterAdmission
-from kubesim.controllers.appwrappers import AppWrapperController
 from kubesim.authn import Authn
+from kubesim.controllers.appwrappers import AppWrapperController
 from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.jobsets import JobSetController

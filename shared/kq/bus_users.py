@@ -66,6 +66,8 @@ PUBLISH: dict[str, tuple[str, ...]] = {
     "mk-dispatcher": (f"{P}.mk.nominate.>",),
     # The CLI reads the mirror and events and asks for pending workloads.
     "kq-cli": (f"{P}.visibility.>",),
+    # The dashboard (`kq dashboard`) reads as the CLI does.
+    "kq-dashboard": (f"{P}.visibility.>",),
 }
 ADMIN = "kq-stack"  # sets up the streams (kq up, a setup Job): may do anything
 

@@ -40,11 +40,21 @@ MANIFESTS = _all_manifests()
 # cert-manager.io/v1, from its API reference, strict like the rest.
 _NAME = {"type": "string", "minLength": 1}
 CERT_MANAGER: dict[str, dict[str, Any]] = {
-    "Issuer": {"type": "object", "additionalProperties": False, "required": ["selfSigned"],
+    "Issuer": {"type": "object", "additionalProperties": False, "minProperties": 1, "maxProperties": 1,
                "properties": {"selfSigned": {"type": "object", "additionalProperties": False,
-                                             "properties": {"crlDistributionPoints": {"type": "array"}}}}},
+                                             "properties": {"crlDistributionPoints": {"type": "array"}}},
+                              "ca": {"type": "object", "additionalProperties": False, "required": ["secretName"],
+                                     "properties": {"secretName": _NAME}}}},
     "Certificate": {"type": "object", "additionalProperties": False, "required": ["secretName", "issuerRef"],
                     "properties": {"secretName": _NAME, "dnsNames": {"type": "array", "items": _NAME, "minItems": 1},
+                                   "isCA": {"type": "boolean"}, "commonName": _NAME,
+                                   "usages": {"type": "array", "minItems": 1, "items": {"enum": [
+                                       "server auth", "client auth", "digital signature", "key encipherment",
+                                       "cert sign"]}},
+                                   "privateKey": {"type": "object", "additionalProperties": False,
+                                                  "properties": {"algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
+                                                                 "size": {"type": "integer"},
+                                                                 "rotationPolicy": {"enum": ["Never", "Always"]}}},
                                    "issuerRef": {"type": "object", "additionalProperties": False,
                                                  "required": ["name"],
                                                  "properties": {"name": _NAME, "kind": {"enum": ["Issuer",

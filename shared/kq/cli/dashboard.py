@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from kq.cli.busread import BusReadError
 from kq.cli.target import resolve
-from kq.config import ConfigError, NatsConfig, config_path_from_env, load_config
+from kq.config import ConfigError, config_path_from_env, load_config
 
 if TYPE_CHECKING:
     from kq.cli.objects import Streams
@@ -29,7 +29,7 @@ async def cmd_dashboard(args: argparse.Namespace, io: Streams) -> int:
         nats, cluster = config.nats, args.cluster or (config.clusters[0].name if config.clusters else "manager")
     else:
         target = resolve(args)
-        nats, cluster = NatsConfig(url=target.need_nats()), target.cluster
+        nats, cluster = target.need_nats(), target.cluster
     try:
         async with serving(nats, cluster, args.host, args.port) as (_, port):
             shown = "127.0.0.1" if args.host in ("0.0.0.0", "::", "") else args.host
