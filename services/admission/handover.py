@@ -143,7 +143,7 @@ class SlotTerm(LeaderTerm):
         last = 0
         for subject in self.outcome_filters():
             try:
-                raw = await self.bus.js.get_msg(subjects.EVENTS_STREAM, subject=subject, direct=True)
+                raw = await self.bus.js.get_msg(subjects.EVENTS_STREAM, subject=subject)
             except NotFoundError:
                 continue
             last = max(last, int(raw.seq or 0))
