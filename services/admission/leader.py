@@ -61,7 +61,8 @@ def mirror_filters(clusters: tuple[str, ...]) -> list[str]:
 
 class LeaderTerm:
     def __init__(self, bus: Bus, clusters: tuple[str, ...], config: SchedulerConfig, epoch: int,
-                 settings: TermSettings, *, writer: str = WRITER, owns: Mapping[str, OwnsTree] | None = None) -> None:
+                 settings: TermSettings, *, writer: str = WRITER,
+                 owns: Mapping[str, OwnsTree] | None = None) -> None:
         if not clusters:
             raise ValueError("admission: no clusters configured (config `clusters`)")
         self.bus = bus
@@ -103,8 +104,9 @@ class LeaderTerm:
     async def _run(self) -> None:
         outcomes = self.outcomes = self.bus.replay(subjects.EVENTS_STREAM, self.outcome_filters(),
                                                    self.inputs.on_outcome, deliver="last_per_subject")
-        mirror = self.mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters), self.inputs.on_object,
-                                 deliver="last_per_subject", batch=self.settings.replay_batch)
+        mirror = self.mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters),
+                                               self.inputs.on_object, deliver="last_per_subject",
+                                               batch=self.settings.replay_batch)
         t0 = self.clock.monotonic()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(outcomes.run(), name="admission:outcomes")

@@ -7,22 +7,18 @@ from collections import Counter
 from admission_builders import cohort, cq, lq, wl
 from admission_world import World, world
 
-from services.admission.core import SchedulerState
 from services.admission.core.ownership import slot_of
 
 
 def trees(owns=None) -> World:
     """Two trees: cohort "co" (queues a, b, 4 cpu each) and the cohort-less queue "solo" (2 cpu)."""
-    w = world(
+    return world(
         cohort("co").obj(),
         cq("a").cohort("co").flavor("default", cpu="4").obj(),
         cq("b").cohort("co").flavor("default", cpu="4").obj(),
         cq("solo").flavor("default", cpu="2").obj(),
+        owns=owns,
     )
-    if owns is not None:
-        w.state._p.owns = owns  # noqa: SLF001 - the state was built unfiltered by world(); same as passing owns
-        w.state._p.tree.owns = owns  # noqa: SLF001
-    return w
 
 
 def submit(w: World) -> None:
@@ -76,7 +72,8 @@ def test_an_eviction_is_reported_by_the_owner_of_the_workloads_queue() -> None:
         w.apply(wl("default/s0").queue("solo").pods("main", 1, cpu="1").reserved("solo", "default").obj())
         w.update("default/s0", active=False)  # deactivated while holding quota: evict it
         w.settle(1.0)
-        got = [d.workload for r in w.results for d in (*r.evictions, *r.deactivations)]
+        got = [d.workload for r in w.results for d in r.evictions] + [d.workload for r in w.results
+                                                                      for d in r.deactivations]
         assert bool(got) is reported, got
 
 
@@ -89,9 +86,7 @@ def test_a_cohort_edit_moves_a_queue_into_another_tree() -> None:
 
 def test_a_workload_without_a_known_queue_belongs_to_the_empty_root() -> None:
     for owner, reported in ((lambda root: root == "", True), (lambda root: root == "co", False)):
-        state = SchedulerState(owns=owner)
-        w = World()
-        w.state = state
+        w = World(owns=owner)
         w.apply(lq("default/orphan", "nowhere"))
         w.apply(wl("default/x").queue("missing").pods("main", 1, cpu="1").obj())
         w.settle(1.0)
