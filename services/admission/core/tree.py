@@ -91,8 +91,8 @@ class QueueTree:
         return head is stall[0] and stall[1] == self.epoch_of(cq) and head is not None and not head.pending_flavors()
 
     def _worth_trying(self, cq: ClusterQueueRuntime) -> bool:
-        return (cq.active and cq.queue.has_active() and not self.in_cycle(cq) and not self.stalled(cq)
-                and (self.owns is None or self.owns(cq.node.root().name)))
+        return (cq.active and cq.queue.has_active() and (self.owns is None or self.owns(cq.node.root().name))
+                and not self.in_cycle(cq) and not self.stalled(cq))
 
     def schedulable(self) -> Iterator[ClusterQueueRuntime]:
         """ClusterQueues whose head is worth trying, by name."""
