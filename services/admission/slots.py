@@ -120,6 +120,7 @@ class Replica:
 
     async def _hold(self, slot: int, lease: Lease, epoch: int) -> None:
         """Run the slot's term while its lease is held; on any end, release the lease (unless lost)."""
+        self.bus.metrics.role = "leader"  # Kueue's replica_role: this replica decides for some trees
         term = SlotTerm(self.bus, self.clusters, self.sched, epoch, self.settings.term, slot=slot, shards=self.shards,
                         board=self.board, report_s=min(0.2, self.settings.balance_interval_s))
         worker = asyncio.create_task(term.run(), name=f"admission:slot-{slot}:term")
@@ -146,7 +147,7 @@ class Replica:
             else:
                 self.backoff.pop(slot, None)
             if not self.held:
-                self.bus.status = "standby"
+                self.bus.status, self.bus.metrics.role = "standby", "follower"
 
     async def _give_up(self, slot: int) -> None:
         task = self.held.get(slot)
