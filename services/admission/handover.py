@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
+import nats.errors
 from nats.js.errors import NotFoundError
 
 from kq import subjects
@@ -108,8 +109,11 @@ class SlotTerm(LeaderTerm):
         while True:
             seq = self.position()
             if seq != last or quiet >= 30 * self.report_s:  # rewritten now and then: the bucket ages values out
-                await self.board.report(Position(slot=self.slot, epoch=self.epoch, seq=seq))
-                last, quiet = seq, 0.0
+                try:
+                    await self.board.report(Position(slot=self.slot, epoch=self.epoch, seq=seq))
+                    last, quiet = seq, 0.0
+                except (TimeoutError, nats.errors.Error) as e:  # the others wait for it: keep trying
+                    self.log.warning("position not reported", seq=seq, error=repr(e))
             await self.clock.sleep(self.report_s)
             quiet += self.report_s
 
@@ -128,6 +132,7 @@ class SlotTerm(LeaderTerm):
         await self._fence("handover")
         last = await self._last_outcome_seq()
         await self._until(self._outcomes_past(last), f"outcomes up to seq {last}")
+        self.decided_through = self.mirror.last_seq  # nothing decided yet: true of all read so far
         self.deciding = True
         self.log.info("slot handed over", slot=self.slot, shards=self.shards, mirror_seq=mark)
 
