@@ -17,7 +17,7 @@ code (kq.runtime.lead) cancels it at once when the lease is lost.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 import msgspec
@@ -34,6 +34,7 @@ from kq.placement import encoder as placement_encoder
 from kq.runtime import Bus, OutMsg, connect_options
 from services.admission.core.decisions import CycleResult, PlacementRequest
 from services.admission.core.model import SchedulerConfig
+from services.admission.core.ownership import OwnsTree
 from services.admission.handlers import Inputs, missing_sync, publish
 from services.admission.plan import events as k8s_events
 from services.admission.plan import metrics
@@ -60,20 +61,23 @@ def mirror_filters(clusters: tuple[str, ...]) -> list[str]:
 
 class LeaderTerm:
     def __init__(self, bus: Bus, clusters: tuple[str, ...], config: SchedulerConfig, epoch: int,
-                 settings: TermSettings) -> None:
+                 settings: TermSettings, *, writer: str = WRITER,
+                 owns: Mapping[str, OwnsTree] | None = None) -> None:
         if not clusters:
             raise ValueError("admission: no clusters configured (config `clusters`)")
         self.bus = bus
         self.clusters = clusters
         self.epoch = epoch
+        self.writer = writer  # sharded admission: one writer per slot, fenced per writer by the watcher
         self.settings = settings
         self.clock = bus.clock  # the one clock (kq.clock): tests drive the term on fake time
-        self.partitions = {c: Partition(c, epoch, config, settings.status_interval_s, settings.pending_interval_s)
-                           for c in clusters}
+        self.partitions = {c: Partition(c, epoch, config, settings.status_interval_s, settings.pending_interval_s,
+                                        writer=writer, owns=owns[c] if owns else None) for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
         self.lost: LostLeadership | None = None
         self._asking: set[asyncio.Task[None]] = set()  # requests to the topology solver in flight
-        self.log = get_logger("kq.admission", epoch=epoch)
+        self.log = get_logger("kq.admission", epoch=epoch, writer=writer)
+        self.decided_through = 0  # mirror position: every decision taken on state up to it is published
 
     def _lose(self, e: LostLeadership) -> None:
         self.lost = e
@@ -92,11 +96,18 @@ class LeaderTerm:
                 task.cancel()
             await self._solve_nc.close()
 
+    def outcome_filters(self) -> list[str]:
+        return [subjects.outcome_subject(self.writer, c) for c in self.clusters]
+
+    async def before_deciding(self) -> None:
+        """After the fence, before the first decision (sharded admission waits for other slots here)."""
+
     async def _run(self) -> None:
-        outcomes = self.bus.replay(subjects.EVENTS_STREAM, [subjects.outcome_subject(WRITER, c) for c in self.clusters],
-                                   self.inputs.on_outcome, deliver="last_per_subject")
-        mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters), self.inputs.on_object,
-                                 deliver="last_per_subject", batch=self.settings.replay_batch)
+        outcomes = self.outcomes = self.bus.replay(subjects.EVENTS_STREAM, self.outcome_filters(),
+                                                   self.inputs.on_outcome, deliver="last_per_subject")
+        mirror = self.mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters),
+                                               self.inputs.on_object, deliver="last_per_subject",
+                                               batch=self.settings.replay_batch)
         t0 = self.clock.monotonic()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(outcomes.run(), name="admission:outcomes")
@@ -109,6 +120,7 @@ class LeaderTerm:
                 p.mark_rebuilt()
             self.log.info("state rebuilt", objects=mirror.handled, seconds=round(self.clock.monotonic() - t0, 3))
             await self._fence()
+            await self.before_deciding()
             self.bus.mark_ready()
             self.log.info("deciding", clusters=list(self.clusters), seconds=round(self.clock.monotonic() - t0, 3))
             async with serving_visibility(self.bus, self.partitions):
@@ -130,9 +142,9 @@ class LeaderTerm:
 
     # --- 3. fence ------------------------------------------------------------------------------------
 
-    async def _fence(self) -> None:
+    async def _fence(self, decision: str = "fence") -> None:
         loop = asyncio.get_running_loop()
-        fences = [fence_command(c, self.epoch) for c in self.clusters]
+        fences = [fence_command(c, self.epoch, self.writer, decision) for c in self.clusters]
         for f in fences:
             self.inputs.fences[f.msg_id] = loop.create_future()
         acks = await self.bus.publish_many([OutMsg(f.subject, f.message, f.msg_id) for f in fences])
@@ -168,6 +180,7 @@ class LeaderTerm:
             events: list[Outgoing] = []
             produced = more = False
             deadline = self.clock.monotonic() + self.settings.max_round_s
+            seen = self.mirror.last_seq  # the cycles below run on the state up to here (no await in between)
             for p in parts:
                 results: list[CycleResult] = []
                 while p.wants_cycle(now := self.clock.now()):
@@ -191,11 +204,13 @@ class LeaderTerm:
                 decided = outputs.commands
                 if self.settings.record_events:
                     decided = decided + k8s_events.record_events(results, p.state, p.cluster, self.epoch,
-                                                                 self.clock.now(), k8s_events.pending_written(outputs))
+                                                                 self.clock.now(), k8s_events.pending_written(outputs),
+                                                                 self.writer)
                 commands += trace_decisions(self.bus.tracer, p.cluster, p.traceparents, results, decided)
                 events += outputs.events
             if commands or events:
                 await publish(self.bus, commands, events)
+            self.decided_through = seen
             for p in parts:
                 for req, ask in p.take_asks():
                     task = asyncio.create_task(self._ask(p, req, ask), name=f"admission:tas:{req.workload}")

@@ -19,6 +19,7 @@ from kq.obs import get_logger
 from kq.runtime import Bus, Lease, lead
 from services.admission.core.model import SchedulerConfig
 from services.admission.leader import LeaderTerm
+from services.admission.slots import Replica, check_sharding
 
 SERVICE = "admission"
 
@@ -55,6 +56,10 @@ async def main(bus: Bus, config: Config, settings: AdmissionSettings | None = No
         raise ConfigError("admission: no clusters configured (config `clusters`)")
     sched = scheduler_config(config)
     holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
+    if settings.shards > 1:  # sharded: slots of cohort trees shared among the replicas (slots.py)
+        check_sharding(settings, sched)
+        await Replica(bus, clusters, sched, settings, config.instance, holder).run()
+        return
     lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s, clock=bus.clock)
     log = get_logger("kq.admission", instance=config.instance)
 

@@ -24,6 +24,7 @@ from typing import Any
 import msgspec
 
 from kq import subjects
+from kq.config import MAX_ADMISSION_SHARDS
 
 P = subjects.PREFIX
 LEASES = "$KV.KQ_LEASES"
@@ -49,6 +50,11 @@ def _cmd(writer: str) -> str:
     return f"{P}.cmd.*.*.{writer}"
 
 
+def _shard_cmds() -> tuple[str, ...]:
+    """Sharded admission writes as "admission-<slot>" (services/admission/handover.py)."""
+    return tuple(_cmd(f"admission-{slot}") for slot in range(MAX_ADMISSION_SHARDS))
+
+
 def _own(service: str) -> tuple[str, ...]:
     return (f"{P}.dlq.{service}", f"{LEASES}.{service}.>")
 
@@ -56,7 +62,7 @@ def _own(service: str) -> tuple[str, ...]:
 # service -> what it may publish besides CONSUMER.
 PUBLISH: dict[str, tuple[str, ...]] = {
     "watcher": (*_own("watcher"), f"{P}.obj.>", f"{P}.sync.>", f"{P}.out.>"),
-    "admission": (*_own("admission"), _cmd("admission"), f"{P}.evt.*.workload.>", subjects.TAS_SOLVE),
+    "admission": (*_own("admission"), _cmd("admission"), *_shard_cmds(), f"{P}.evt.*.workload.>", subjects.TAS_SOLVE),
     "tas": (*_own("tas"), f"{P}.evt.*.topologyhold.>"),
     "podsready": (*_own("podsready"), _cmd("podsready"), f"{P}.evt.*.workload.>", f"{P}.timer.sched.podsready.>",
                   f"$JS.API.STREAM.PURGE.{subjects.TIMERS_STREAM}"),

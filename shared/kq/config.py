@@ -194,9 +194,20 @@ class AdmissionConfig(_Cfg, frozen=True, kw_only=True):
     restart_backoff_s: float = 0.5  # after a term failed, before standing for the lease again
     restart_backoff_max_s: float = 10.0
     term: AdmissionTermConfig = AdmissionTermConfig()
+    # Sharded admission (services/admission/slots.py): cohort trees hashed to this many slots, each
+    # with its own lease, epoch and writer; replicas share the slots. 1: one lease for everything.
+    shards: int = 1  # at most MAX_ADMISSION_SHARDS (each slot is a bus user's command subject)
+    replica_ttl_s: int = 5  # a replica's heartbeat lapses this long after it stopped
+    balance_interval_s: float = 0.5  # how often a replica compares its slots with its fair share
 
     def __post_init__(self) -> None:
-        _positive(self, "lease_ttl_s", "restart_backoff_s", "restart_backoff_max_s")
+        _positive(self, "lease_ttl_s", "restart_backoff_s", "restart_backoff_max_s", "shards", "replica_ttl_s",
+                  "balance_interval_s")
+        if self.shards > MAX_ADMISSION_SHARDS:
+            raise ConfigError(f"admission.shards: {self.shards} is more than {MAX_ADMISSION_SHARDS}")
+
+
+MAX_ADMISSION_SHARDS = 64
 
 
 class HttpConfig(_Cfg, frozen=True, kw_only=True):

@@ -134,6 +134,8 @@ def test_deployments_read_config_from_the_configmap():
         assert config.nats.stream_replicas == 3
         for cluster in config.clusters:  # kubeconfigs named by the config are in the same ConfigMap
             assert cluster.kubeconfig.rsplit("/", 1)[1] in cm["data"]
+        if name == "kq-admission":  # sharded admission: one slot of cohort trees per replica
+            assert config.admission.shards == dep["spec"]["replicas"] > 1
 
 
 # The services that talk to Kubernetes: the watcher (its clusters), dispatcher and gc (the workers'

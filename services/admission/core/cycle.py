@@ -22,6 +22,7 @@ from .entry import IMMEDIATE_BEST_EFFORT, Entry, EntryState
 from .flavors import FlavorAssigner, search_partial_counts
 from .model import LabelSelector
 from .ordering import FairSharingOrder, classical_order
+from .ownership import owned_result
 from .parts import Parts
 from .preemption import HUMAN_REASONS, Target
 from .preemptor import Preemptor
@@ -411,7 +412,7 @@ def run_cycle(p: Parts, now: float, report_status: bool = True) -> CycleResult:
     pending = p.reporter.take_pending()
     evictions, deactivations, checks_ready = p.ledger.take()
     cq_status, lq_status = changed_statuses(p) if report_status else ((), ())
-    return CycleResult(
+    return owned_result(p, CycleResult(
         cycle=p.cycle,
         admissions=admissions,
         preemptions=preemptions,
@@ -423,4 +424,4 @@ def run_cycle(p: Parts, now: float, report_status: bool = True) -> CycleResult:
         local_queues=lq_status,
         placements=tuple(p.placements.take()),
         repairs=tuple(p.placements.take_repairs()),
-    )
+    ))

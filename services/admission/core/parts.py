@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from .book import WorkloadBook
 from .ledger import DecisionIds, IssueLedger
@@ -22,9 +23,9 @@ from .tree import QueueTree
 
 
 class Parts:
-    __slots__ = ("config", "ids", "reporter", "tree", "book", "ledger", "placements", "now", "cycle")
+    __slots__ = ("config", "ids", "reporter", "tree", "book", "ledger", "placements", "now", "cycle", "owns")
 
-    def __init__(self, config: SchedulerConfig) -> None:
+    def __init__(self, config: SchedulerConfig, owns: Callable[[str], bool] | None = None) -> None:
         self.config = config
         self.ids = DecisionIds()
         self.reporter = StatusReporter()
@@ -34,3 +35,6 @@ class Parts:
         self.placements = PlacementBook()
         self.now = -math.inf
         self.cycle = 0
+        # Sharded admission (ownership.py): the cohort trees, by root name, this core decides for.
+        self.owns = owns
+        self.tree.owns = owns

@@ -37,6 +37,7 @@ from .model import (
     Workload,
     WorkloadPriorityClass,
 )
+from .ownership import OwnsTree, owns_workload
 from .parts import Parts
 from .runtime import ClusterQueueRuntime, CohortRuntime, LocalQueueRuntime
 from .validation import validate
@@ -44,9 +45,11 @@ from .workloads import PendingInfo, ReservedInfo
 
 
 class SchedulerState:
-    def __init__(self, config: SchedulerConfig | None = None) -> None:
+    def __init__(self, config: SchedulerConfig | None = None, owns: OwnsTree | None = None) -> None:
+        """`owns`: sharded admission decides only for the cohort trees whose root name it accepts
+        (ownership.py); None decides for every tree."""
         self.config = config or SchedulerConfig()
-        self._p = Parts(self.config)
+        self._p = Parts(self.config, owns)
 
     # --- public interface --------------------------------------------------------------------
 
@@ -124,6 +127,15 @@ class SchedulerState:
     def has_status_changes(self) -> bool:
         """Queue statuses to compute and, where they changed, report (see schedule's report_status)."""
         return self._p.reporter.has_changes()
+
+    def owns_workload(self, key: str) -> bool:
+        """Sharded admission: is this workload in one of the trees decided here?"""
+        return owns_workload(self._p, key)
+
+    def owned_roots(self) -> dict[str, bool]:
+        """Every ClusterQueue by name -> whether its tree is decided here."""
+        owns = self._p.owns
+        return {n: owns is None or owns(cq.node.root().name) for n, cq in self._p.tree.cqs.items()}
 
     # --- read-only views (the shell, tests, dumps) ------------------------------------------------
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from .decisions import ClusterQueueStatus, FlavorUsage, LocalQueueStatus, ResourceUsage
 from .fair_share import dominant_resource_share
+from .ownership import owns_cq, owns_lq
 from .parts import Parts
 from .quota import FR
 from .runtime import ClusterQueueRuntime, LocalQueueRuntime
@@ -79,6 +80,9 @@ def local_queue_status(p: Parts, lq: LocalQueueRuntime) -> LocalQueueStatus:
 def changed_statuses(p: Parts) -> tuple[tuple[ClusterQueueStatus, ...], tuple[LocalQueueStatus, ...]]:
     """The statuses of the queues marked since the last call that differ from their last report."""
     cq_names, lq_keys = p.reporter.take_dirty()
+    if p.owns is not None:  # sharded: only the queues of our trees (ownership.py)
+        cq_names = [n for n in cq_names if owns_cq(p, n)]
+        lq_keys = [k for k in lq_keys if owns_lq(p, k)]
     cqs: list[ClusterQueueStatus] = []
     for name in cq_names:
         cq = p.tree.cqs.get(name)

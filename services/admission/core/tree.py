@@ -8,7 +8,7 @@ should come back next cycle are collected in `requeue_roots`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from .model import AdmissionCheck, Cohort, LocalQueue, ResourceFlavor
 from .quota import QuotaNode, link, rebuild_tree
@@ -19,6 +19,7 @@ from .runtime import ClusterQueueRuntime, CohortRuntime, LocalQueueRuntime, quot
 class QueueTree:
     def __init__(self, reporter: StatusReporter) -> None:
         self.reporter = reporter
+        self.owns: Callable[[str], bool] | None = None  # sharded admission: trees decided here (ownership.py)
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cqs: dict[str, ClusterQueueRuntime] = {}
         self.cohorts: dict[str, CohortRuntime] = {}
@@ -90,7 +91,8 @@ class QueueTree:
         return head is stall[0] and stall[1] == self.epoch_of(cq) and head is not None and not head.pending_flavors()
 
     def _worth_trying(self, cq: ClusterQueueRuntime) -> bool:
-        return cq.active and cq.queue.has_active() and not self.in_cycle(cq) and not self.stalled(cq)
+        return (cq.active and cq.queue.has_active() and (self.owns is None or self.owns(cq.node.root().name))
+                and not self.in_cycle(cq) and not self.stalled(cq))
 
     def schedulable(self) -> Iterator[ClusterQueueRuntime]:
         """ClusterQueues whose head is worth trying, by name."""

@@ -24,15 +24,15 @@ API_VERSION = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 
 
 class _Events:
-    def __init__(self, cluster: str, epoch: int, now: float) -> None:
-        self.cluster, self.epoch, self.at = cluster, epoch, rfc3339(now)
+    def __init__(self, cluster: str, epoch: int, now: float, writer: str) -> None:
+        self.cluster, self.epoch, self.at, self.writer = cluster, epoch, rfc3339(now), writer
         self.out: list[Outgoing] = []
 
     def add(self, decision: str, workload: str, uid: str, type_: Literal["Normal", "Warning"], reason: str,
             message: str) -> None:
         ns, _, name = workload.partition("/")
         cmd = RecordEvent(id=f"event|e{self.epoch}|{self.cluster}|{workload}|{decision}|{reason}", cluster=self.cluster,
-                          writer=WRITER, epoch=self.epoch,
+                          writer=self.writer, epoch=self.epoch,
                           involved=ObjectReference(api_version=API_VERSION, kind="Workload", namespace=ns, name=name,
                                                    uid=uid),
                           event_type=type_, reason=reason, action=reason, message=message, at=self.at)
@@ -47,9 +47,9 @@ def pending_written(outputs: Outputs) -> set[str]:
 
 
 def record_events(results: Iterable[CycleResult], state: SchedulerState, cluster: str, epoch: int,
-                  now: float, pending: Collection[str]) -> list[Outgoing]:
+                  now: float, pending: Collection[str], writer: str = WRITER) -> list[Outgoing]:
     """The events of these cycles' decisions; Pending only for the workloads in `pending`."""
-    ev = _Events(cluster, epoch, now)
+    ev = _Events(cluster, epoch, now, writer)
     for r in results:
         for a in r.admissions:
             wl = state.workloads.get(a.workload)

@@ -91,8 +91,8 @@ def command_id(action: Action, epoch: int, cluster: str, target: str, decision: 
     return f"{action}|e{epoch}|{cluster}|{target}|{decision}"
 
 
-def fence_command(cluster: str, epoch: int) -> Outgoing:
-    cmd = Fence(id=command_id("fence", epoch, cluster, "-", "fence"), cluster=cluster, writer=WRITER, epoch=epoch)
+def fence_command(cluster: str, epoch: int, writer: str = WRITER, decision: str = "fence") -> Outgoing:
+    cmd = Fence(id=command_id("fence", epoch, cluster, "-", decision), cluster=cluster, writer=writer, epoch=epoch)
     return Outgoing(command_subject_of(cmd), cmd, cmd.id)
 
 
@@ -209,8 +209,9 @@ def _split(key: str) -> tuple[str, str]:
 
 
 class _Builder:
-    def __init__(self, cluster: str, epoch: int, now: float) -> None:
+    def __init__(self, cluster: str, epoch: int, now: float, writer: str = WRITER) -> None:
         self.cluster = cluster
+        self.writer = writer
         self.epoch = epoch
         self.at = rfc3339(now)
         self.out = Outputs([], [], {})
@@ -236,13 +237,14 @@ def plan_outputs(
     round_no: int,
     admission_of: Callable[[str], api.Admission | None],
     queue_facts: Mapping[str, QueueFacts],
+    writer: str = WRITER,
 ) -> tuple[Outputs, list[str]]:
     """Every command and decision event for the results of consecutive cycles (in their order), and
     the decisions that could not be expressed (a bug: the shell logs them loudly). A queue's status
     is written whole, so only its last one is sent. `admission_of(key)` is a reserved workload's
     admission as stored (for checks-ready); `queue_facts` is keyed "cq/<name>" and "lq/<ns>/<name>".
     `round_no` makes status command ids unique (a status may return to an earlier value)."""
-    b = _Builder(cluster, epoch, now)
+    b = _Builder(cluster, epoch, now, writer)
     errors: list[str] = []
     cq_last: dict[str, ClusterQueueStatus] = {}
     lq_last: dict[str, LocalQueueStatus] = {}
@@ -257,7 +259,7 @@ def plan_outputs(
         cq_last.update((s.name, s) for s in result.cluster_queues)
         lq_last.update((f"{s.namespace}/{s.name}", s) for s in result.local_queues)
     _pending_last(b.out)
-    common: dict[str, Any] = {"cluster": cluster, "writer": WRITER, "epoch": epoch}
+    common: dict[str, Any] = {"cluster": cluster, "writer": writer, "epoch": epoch}
     status_id = f"status:{round_no}"
     for name, s in cq_last.items():
         cq_status = cluster_queue_status(s, queue_facts.get(f"cq/{name}"), now)
@@ -285,7 +287,7 @@ def _pending_last(out: Outputs) -> None:
 def _decisions(b: _Builder, result: CycleResult, admission_of: Callable[[str], api.Admission | None],
                errors: list[str], superseded: Callable[[str], bool]) -> None:
     c, at = b.cluster, b.at
-    common: dict[str, Any] = {"cluster": c, "writer": WRITER, "epoch": b.epoch}
+    common: dict[str, Any] = {"cluster": c, "writer": b.writer, "epoch": b.epoch}
     for d in result.admissions:
         ns, name = _split(d.workload)
         b.command(AdmitWorkload(id=b.id("reserve", d.workload, d.id), **common, namespace=ns, name=name, uid=d.uid,

@@ -19,6 +19,7 @@ Besides the core the partition keeps:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from kq.api import kueue as api
 from kq.api.constants import TRACEPARENT_ANNOTATION
@@ -28,9 +29,10 @@ from kq.mirror import ObjectRecord, SyncMarker
 from kq.placement import SolveReply, SolveRequest
 from services.admission.core.decisions import CycleResult, PlacementRequest
 from services.admission.core.model import SchedulerConfig
+from services.admission.core.ownership import OwnsTree
 from services.admission.core.state import SchedulerState
 from services.admission.plan.inputs import NEEDED_KINDS, convert, workload_key
-from services.admission.plan.outputs import Outputs, QueueFacts, Sent, api_admission, plan_outputs
+from services.admission.plan.outputs import WRITER, Outputs, QueueFacts, Sent, api_admission, plan_outputs
 from services.admission.plan.pending_pacer import PendingPacer
 from services.admission.plan.placement import placement_answer, solve_request
 
@@ -45,8 +47,10 @@ def _rv(v: str) -> int | None:
 
 class Partition:
     def __init__(self, cluster: str, epoch: int, config: SchedulerConfig, status_interval_s: float = 0.0,
-                 pending_interval_s: float = 0.0) -> None:
+                 pending_interval_s: float = 0.0, *, writer: str = WRITER, owns: OwnsTree | None = None) -> None:
         self.cluster = cluster
+        self.writer = writer  # sharded admission: one writer per slot (services/admission/slots.py)
+        self.on_tree_record: Callable[[], None] | None = None  # called after a ClusterQueue or Cohort record
         self.pacer = PendingPacer(pending_interval_s)
         # Queue statuses are written whole: while busy, report them at most this often (Kueue
         # batches its ClusterQueue status updates too); pending changes are reported when due,
@@ -54,7 +58,7 @@ class Partition:
         self.status_interval_s = status_interval_s
         self.status_reported_at = -math.inf
         self.epoch = epoch
-        self.state = SchedulerState(config)
+        self.state = SchedulerState(config, owns)
         self.synced: set[str] = set()
         self.admissions: dict[str, api.Admission] = {}  # workload key -> status.admission while reserved
         self.queue_facts: dict[str, QueueFacts] = {}  # "cq/<name>" | "lq/<ns>/<name>"
@@ -98,6 +102,8 @@ class Partition:
                                                     find_condition(obj.status.conditions, "Active"))
             else:
                 self.queue_facts.pop(fkey, None)
+        if self.on_tree_record is not None and rec.kind in ("clusterqueue", "cohort"):
+            self.on_tree_record()
 
     def apply_marker(self, marker: SyncMarker) -> None:
         if marker.kind in NEEDED_KINDS:
@@ -112,6 +118,11 @@ class Partition:
         """Apply what the watcher did with a command; True when the core's state changed.
         Raises LostLeadership when a command of this term was refused as stale, or a newer leader's
         command was executed."""
+        if out.writer != self.writer:
+            # Another admission slot's write (sharded): only ever gates, on our own workloads.
+            if out.applied:
+                self._gate_on_older_write(out)
+            return False
         if out.epoch == self.epoch:
             sent = self.inflight.pop(out.command_id, None)
             if sent is None:
@@ -142,7 +153,7 @@ class Partition:
         if rv is None or out.command not in WORKLOAD_COMMANDS or out.cluster != self.cluster:
             return
         key = workload_key(out.namespace, out.name)
-        if self.rebuilt and not self._unseen(key, rv):
+        if self.rebuilt and not (self._unseen(key, rv) and self.state.owns_workload(key)):
             return
         self.echo_gates[key] = max(rv, self.echo_gates.get(key, 0))
 
@@ -159,7 +170,10 @@ class Partition:
         """The replay caught up: drop the gates the rebuilt state already satisfies (until now
         every older write was kept, the mirror not being read yet)."""
         self.rebuilt = True
-        self.echo_gates = {k: rv for k, rv in self.echo_gates.items() if self._unseen(k, rv)}
+        self.echo_gates = {k: rv for k, rv in self.echo_gates.items()
+                           if self._unseen(k, rv) and self.state.owns_workload(k)}
+        if self.on_tree_record is not None:  # the baseline of which trees are ours
+            self.on_tree_record()
 
     # --- cycles ------------------------------------------------------------------------------------
 
@@ -208,7 +222,8 @@ class Partition:
         """What to publish for consecutive cycles' results; the commands are registered as in flight."""
         self.rounds += 1
         outputs, errors = plan_outputs(results, cluster=self.cluster, epoch=self.epoch, now=now, round_no=self.rounds,
-                                       admission_of=self._admission_of, queue_facts=self.queue_facts)
+                                       admission_of=self._admission_of, queue_facts=self.queue_facts,
+                                       writer=self.writer)
         outputs = self.pacer.pace(outputs, now)
         self.inflight.update(outputs.sent)
         return outputs, errors

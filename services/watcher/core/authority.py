@@ -39,13 +39,19 @@ WRITER_COMMANDS: dict[str, frozenset[type]] = {
 }
 
 
+def _role(writer: str) -> str:
+    """Sharded admission's slot writers ("admission-3") send what admission sends."""
+    base, _, slot = writer.rpartition("-")
+    return base if base == "admission" and slot.isdigit() else writer
+
+
 def refuse_writer(subject_writer: str | None, cmd: Command) -> str | None:
     """Why the command may not be carried out as sent (None: it may)."""
     if subject_writer is None:
         return None
     if cmd.writer != subject_writer:
         return f"writer {cmd.writer!r} on {subject_writer!r}'s subject"
-    allowed = WRITER_COMMANDS.get(subject_writer)
+    allowed = WRITER_COMMANDS.get(_role(subject_writer))
     if allowed is None:
         return f"{subject_writer!r} sends no commands"
     if type(cmd) not in allowed:

@@ -76,6 +76,8 @@ def _fill(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", type=Path, metavar="FILE",
                    help="profile this process with cProfile (pstats to FILE; the top functions to stderr)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--replicas", action="append", default=[], metavar="SERVICE=N",
+                   help="live: run N instances of a service (admission=N: sharded admission, N slots)")
     p.add_argument("--workers", type=int, default=0, metavar="N",
                    help="MultiKueue: run the mix as Jobs through one cluster, then through a manager and N workers")
     p.add_argument("--dispatcher", choices=("all-at-once", "incremental"), default="all-at-once",
@@ -203,10 +205,11 @@ def _record(args: argparse.Namespace, plan: BenchPlan, say: Callable[[str], None
 
         return run_virtual(plan, cycle_latency_ms=args.cycle_latency_ms, progress=progress)
     from kq.bench.live import run_live
+    from kq.cli.stackcmds import _replicas
     from kq.runtime import eventloop
 
     return eventloop.run(run_live(plan, timeout_s=args.timeout, workdir=args.workdir, say=say,
-                                  concurrency=args.concurrency))
+                                  concurrency=args.concurrency, replicas=_replicas(args.replicas)))
 
 
 class BenchUnavailable(RuntimeError):

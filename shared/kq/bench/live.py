@@ -154,14 +154,15 @@ async def _tasks() -> AsyncIterator[list[asyncio.Task[None]]]:
 
 
 async def run_live(plan: BenchPlan, *, timeout_s: float = 600.0, workdir: Path | None = None,
-                   say: Say | None = None, concurrency: int = 64, startup_timeout_s: float = 120.0) -> RunLog:
+                   say: Say | None = None, concurrency: int = 64, startup_timeout_s: float = 120.0,
+                   replicas: dict[str, int] | None = None) -> RunLog:
     say = say or (lambda _line: None)
     log = RunLog(mode="live")
     history = max(100_000, 10 * len(plan.workloads))  # kubesim's watch window: a slow watcher must not see 410
     with _workdir(workdir) as wd:
         t_start = time.monotonic()
         stack = Stack(wd / "stack", clusters=((CLUSTER, "manager"),), log_level="warning",
-                      timeout_s=startup_timeout_s, progress=say,
+                      timeout_s=startup_timeout_s, progress=say, replicas=replicas,
                       kubesim_args=("--history", str(history), "--log-level", "warning"))
         await stack.up()
         try:

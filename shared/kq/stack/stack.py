@@ -31,7 +31,15 @@ from typing import Any
 import msgspec
 import yaml
 
-from kq.config import ClusterConfig, Config, ConfigError, KueueConfig, NatsConfig, kueue_config_from
+from kq.config import (
+    AdmissionConfig,
+    ClusterConfig,
+    Config,
+    ConfigError,
+    KueueConfig,
+    NatsConfig,
+    kueue_config_from,
+)
 from kq.installed import installed_services
 from kq.natsserver import NatsServer, NatsServerError
 from kq.runtime.bus import Bus
@@ -283,6 +291,8 @@ class Stack(SupervisedChildren):
             nats=self.nats_config(),
             clusters=tuple(ClusterConfig(name=n, kubeconfig=self._kubeconfigs[n], role=r) for n, r in self.clusters),
             kueue=self.kueue_config,
+            # N admission replicas share N slots of cohort trees (sharded admission, one slot each)
+            admission=AdmissionConfig(shards=n) if (n := self.replicas.get("admission", 1)) > 1 else AdmissionConfig(),
             log_level=self.log_level,
         )
         text = yaml.safe_dump(msgspec.to_builtins(cfg), sort_keys=False)

@@ -7,7 +7,7 @@ one step later, the quota is released, as the job integration does once the job 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import msgspec
 
@@ -34,8 +34,9 @@ replace = msgspec.structs.replace
 
 
 class World:
-    def __init__(self, *objects: Event, config: SchedulerConfig | None = None) -> None:
-        self.state = SchedulerState(config)
+    def __init__(self, *objects: Event, config: SchedulerConfig | None = None,
+                 owns: Callable[[str], bool] | None = None) -> None:
+        self.state = SchedulerState(config, owns)
         self._rv = 0
         self.records: dict[str, Workload] = {}
         self.evictions: dict[str, int] = {}
@@ -201,7 +202,8 @@ class World:
         return out
 
 
-def world(*objects: Event, config: SchedulerConfig | None = None, flavors: Iterable[str] = ("default",)) -> World:
+def world(*objects: Event, config: SchedulerConfig | None = None, flavors: Iterable[str] = ("default",),
+          owns: Callable[[str], bool] | None = None) -> World:
     """A World with namespace "default", the given flavors, the objects, and one LocalQueue
     "default/<cq>" per ClusterQueue (so `wl(...).queue("<cq>")` submits to that queue)."""
     from admission_builders import flavor, lq
@@ -212,4 +214,4 @@ def world(*objects: Event, config: SchedulerConfig | None = None, flavors: Itera
     pre: list[Event] = [Namespace(name="default")]
     pre += [flavor(f) for f in flavors if f not in given_flavors]
     post: list[Event] = [lq(f"default/{o.name}", o.name) for o in objects if isinstance(o, ClusterQueue)]
-    return World(*pre, *objects, *post, config=config)
+    return World(*pre, *objects, *post, config=config, owns=owns)
