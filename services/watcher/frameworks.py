@@ -277,9 +277,15 @@ class FrameworkIntegration:
             self._say(key, step.reason)
             return None
         try:
-            await apply_action(self.client, step)
+            stored = await apply_action(self.client, step)
             self.writes += 1
             self.log.info("applied", key=key, kind=step.kind, name=step.name, why=step.why)
+            # Write-through: the next decision on this key may come from another object's event
+            # before this write's own echo (an eviction right after the Job was started), and must
+            # not see the object as it was before our write. A chaos run found the quota of an
+            # evicted workload released on a cached, still-suspended Job while its pods ran.
+            if stored is not None and self.objects.caches(step.kind):
+                self.objects.put(step.kind, stored)
         except (Conflict, NotFound) as e:  # decided on a stale cache: the watch is bringing news
             self.log.debug("stale; deciding again", key=key, error=str(e))
             return self.retry_base_s

@@ -196,6 +196,13 @@ class JobIntegration:
                 return wait
             if isinstance(step, Delete):
                 return None  # the Workload goes through its finalizer; its events bring us back
+            # Write-through: the next reconcile of this key may be started by another object's
+            # event before this write's echo (the Workload evicted right after its Job was
+            # started) and must not decide on the object as it was before our write. A chaos run
+            # found an evicted workload's quota released on a cached, still-suspended Job while its
+            # pods ran (the cache ignores the echo's older copies: objects.put).
+            if result is not None and self.objects.caches(step.kind):
+                self.objects.put(step.kind, result)
             if step.kind == "job":
                 job = result
             else:

@@ -29,6 +29,13 @@ NsName = tuple[str, str]
 _PREBUILT_KINDS = ("job", "jobset")
 
 
+def _rv(obj: Any) -> int:
+    """The resourceVersion as a number, to tell an older copy of one object; -1 when not numeric
+    (opaque to clients in general: then every copy is taken as it comes)."""
+    rv = obj.metadata.resource_version or ""
+    return int(rv) if rv.isdigit() else -1
+
+
 class ClusterObjects:
     def __init__(self, cluster: str) -> None:
         self.cluster = cluster
@@ -53,6 +60,9 @@ class ClusterObjects:
     def put(self, kind: str, obj: Any) -> None:
         key = (obj.metadata.namespace, obj.metadata.name)
         table = self._objs[kind]
+        old = table.get(key)
+        if old is not None and old.metadata.uid == obj.metadata.uid and _rv(old) > _rv(obj):
+            return  # an older copy of what we hold (our own write's answer got here first)
         if kind == "workload":
             self._unindex(table.get(key), key)
             ref = obj.metadata.controller_ref()
