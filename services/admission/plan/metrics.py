@@ -9,6 +9,7 @@ requeue (eviction) when it was requeued, as Kueue's "created or requeued".
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from kq.metric_updates import Gauges, Inc, MetricUpdate, Observe
@@ -140,8 +141,9 @@ def queue_gauges(results: Iterable[CycleResult], state: SchedulerState) -> list[
     out: list[MetricUpdate] = []
     for _name, s in sorted(cqs.items()):
         out += _cluster_queue_gauges(s, state)
+    parked = _ParkedByLocalQueue(state)
     for (ns, name), ls in sorted(lqs.items()):
-        out += _local_queue_gauges(ns, name, ls, state)
+        out += _local_queue_gauges(ns, name, ls, state, parked)
     if cqs:
         out += _cohort_gauges(state)
     return out
@@ -150,7 +152,7 @@ def queue_gauges(results: Iterable[CycleResult], state: SchedulerState) -> list[
 def _cluster_queue_gauges(s: ClusterQueueStatus, state: SchedulerState) -> Iterator[MetricUpdate]:
     scope = {"cluster_queue": s.name}
     rt = state.cqs.get(s.name)
-    parked = len(rt.queue.parked_keys()) if rt is not None else 0
+    parked = rt.queue.parked_count() if rt is not None else 0
     cohort = (rt.spec.cohort or "") if rt is not None else ""
     yield Gauges("kueue_pending_workloads", scope, (({"status": "active"}, float(s.pending_workloads - parked)),
                                                      ({"status": "inadmissible"}, float(parked))))
@@ -173,12 +175,30 @@ def _cluster_queue_gauges(s: ClusterQueueStatus, state: SchedulerState) -> Itera
         yield Gauges("kueue_cluster_queue_weighted_share", scope, (({"cohort": cohort}, share),))
 
 
-def _local_queue_gauges(ns: str, name: str, s: LocalQueueStatus, state: SchedulerState) -> Iterator[MetricUpdate]:
+class _ParkedByLocalQueue:
+    """Parked workloads per LocalQueue, counted once per ClusterQueue per report (not once per
+    LocalQueue: a pass over the ClusterQueue's parked workloads each time)."""
+
+    def __init__(self, state: SchedulerState) -> None:
+        self.state = state
+        self.counts: dict[str, Counter[str]] = {}  # ClusterQueue -> LocalQueue key -> parked
+
+    def __call__(self, cq: str, lq_key: str) -> int:
+        counts = self.counts.get(cq)
+        if counts is None:
+            rt = self.state.cqs.get(cq)
+            counts = Counter()
+            if rt is not None and rt.queue.parked_count():
+                counts.update(_lq_key(self.state, k) for k in rt.queue.parked_keys())
+            self.counts[cq] = counts
+        return counts[lq_key]
+
+
+def _local_queue_gauges(ns: str, name: str, s: LocalQueueStatus, state: SchedulerState,
+                        parked_in: _ParkedByLocalQueue) -> Iterator[MetricUpdate]:
     scope = {"name": name, "namespace": ns}
     lq = state.local_queues.get(f"{ns}/{name}")
-    rt = state.cqs.get(lq.spec.cluster_queue) if lq is not None else None
-    key = f"{ns}/{name}"
-    parked = sum(1 for k in rt.queue.parked_keys() if _lq_key(state, k) == key) if rt is not None else 0
+    parked = parked_in(lq.spec.cluster_queue, f"{ns}/{name}") if lq is not None else 0
     active = float(s.pending_workloads - parked)
     yield Gauges("kueue_local_queue_pending_workloads", scope,
                  (({"status": "active"}, active), ({"status": "inadmissible"}, float(parked))))
