@@ -189,8 +189,8 @@ class LeaderTerm:
                     self.log.error("decision not published", cluster=p.cluster, error=err)
                 decided = outputs.commands
                 if self.settings.record_events:
-                    decided = decided + k8s_events.record_events(results, p.state, p.cluster, self.epoch,
-                                                                 self.clock.now(), k8s_events.pending_written(outputs))
+                    decided = k8s_events.with_events(decided, results, p.state, p.cluster, self.epoch,
+                                                     self.clock.now())
                 commands += trace_decisions(self.bus.tracer, p.cluster, p.traceparents, results, decided)
                 events += outputs.events
             if commands or events:

@@ -17,6 +17,7 @@ import logging
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
@@ -240,7 +241,15 @@ def extract_context(headers: Mapping[str, str] | None) -> Context:
     """The publisher's trace context from NATS headers (an empty context when absent)."""
     if not headers or "traceparent" not in headers:
         return _EMPTY_CONTEXT  # most messages (mirror records) carry none: skip the propagator's parse
-    return _PROPAGATOR.extract(headers)
+    return _parsed(headers["traceparent"], headers.get("tracestate"))
+
+
+@lru_cache(maxsize=8192)
+def _parsed(traceparent: str, tracestate: str | None) -> Context:
+    """A workload's messages share its trace context: parse each one once (a Context is immutable)."""
+    carrier = {"traceparent": traceparent} if tracestate is None else {"traceparent": traceparent,
+                                                                        "tracestate": tracestate}
+    return _PROPAGATOR.extract(carrier)
 
 
 @contextmanager
