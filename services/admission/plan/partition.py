@@ -213,6 +213,8 @@ class Partition:
     def take_asks(self) -> list[tuple[PlacementRequest, SolveRequest]]:
         """The questions to send to the topology solver, as bus requests."""
         asks, self.asks = self.asks, []
+        if not asks:
+            return []  # every round asks: no pass over the reserved workloads for nothing
         uids = {k: r.uid for k, r in self.state.reserved.items()}
         return [(req, solve_request(self.cluster, req, uids)) for req in asks]
 
