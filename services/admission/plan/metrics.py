@@ -145,7 +145,9 @@ def queue_gauges(results: Iterable[CycleResult], state: SchedulerState) -> list[
     for (ns, name), ls in sorted(lqs.items()):
         out += _local_queue_gauges(ns, name, ls, state, parked)
     if cqs:
-        out += _cohort_gauges(state)
+        # The cohorts above the reported queues only: a round's cost must not grow with every cohort.
+        touched = {n.name for name in cqs if (rt := state.cqs.get(name)) is not None for n in rt.node.ancestors()}
+        out += _cohort_gauges(state, touched)
     return out
 
 
@@ -216,8 +218,11 @@ def _lq_key(state: SchedulerState, workload_key: str) -> str:
     return "" if wl is None else f"{wl.namespace}/{wl.queue_name}"
 
 
-def _cohort_gauges(state: SchedulerState) -> Iterator[MetricUpdate]:
-    for name, c in sorted(state.cohorts.items()):
+def _cohort_gauges(state: SchedulerState, names: set[str]) -> Iterator[MetricUpdate]:
+    for name in sorted(names):
+        c = state.cohorts.get(name)
+        if c is None:
+            continue
         yield Gauges("kueue_cohort_subtree_quota", {"cohort": name},
                      tuple(({"flavor": f, "resource": r}, _units(v))
                            for (f, r), v in sorted(c.node.subtree_quota.items())))
