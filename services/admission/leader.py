@@ -68,7 +68,8 @@ class LeaderTerm:
         self.epoch = epoch
         self.settings = settings
         self.clock = bus.clock  # the one clock (kq.clock): tests drive the term on fake time
-        self.partitions = {c: Partition(c, epoch, config, settings.status_interval_s, settings.pending_interval_s)
+        self.partitions = {c: Partition(c, epoch, config, settings.status_interval_s, settings.pending_interval_s,
+                                        settings.pending_in_flight or None)
                            for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
         self.lost: LostLeadership | None = None

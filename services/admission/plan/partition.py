@@ -45,9 +45,9 @@ def _rv(v: str) -> int | None:
 
 class Partition:
     def __init__(self, cluster: str, epoch: int, config: SchedulerConfig, status_interval_s: float = 0.0,
-                 pending_interval_s: float = 0.0) -> None:
+                 pending_interval_s: float = 0.0, pending_in_flight: int | None = None) -> None:
         self.cluster = cluster
-        self.pacer = PendingPacer(pending_interval_s)
+        self.pacer = PendingPacer(pending_interval_s, pending_in_flight)
         # Queue statuses are written whole: while busy, report them at most this often (Kueue
         # batches its ClusterQueue status updates too); pending changes are reported when due,
         # so statuses converge within this long once the scheduler goes idle.
@@ -113,6 +113,8 @@ class Partition:
             sent = self.inflight.pop(out.command_id, None)
             if sent is None:
                 return False
+            if sent.action == "pending":
+                self.pacer.settled()
             if not out.applied and out.reason == "StaleEpoch":
                 raise LostLeadership(f"{self.cluster}: command {out.command_id} refused: epoch {self.epoch} is stale")
             if out.applied:
