@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
 
 from kubesim.durations import parse_duration
+from kubesim.journal import Journal
+from kubesim.kueue_webhooks import KueueOptions
 from kubesim.server import KubeSim
 
 
@@ -29,13 +32,37 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="scale a container's `sleep N` (e.g. 0.1 runs Kueue's 60 s sample pods for 6 s)")
     p.add_argument("--history", type=int, default=10_000, help="watch history window per cluster (events)")
     p.add_argument("--bookmark-interval", default="2s", help="watch bookmark interval (default 2s)")
+    p.add_argument("--journal", default=None,
+                   help="append every change of the history resources to this file (JSON lines)")
+    p.add_argument("--journal-resources", default=None,
+                   help="comma-separated resource keys to journal (default: workloads, queues, jobs, pods)")
     p.add_argument("--seed", type=int, default=None, help="seed for generated names and uids")
+    p.add_argument("--manage-jobs-without-queue-name", action="store_true",
+                   help="Kueue's manageJobsWithoutQueueName (its webhooks suspend unlabelled jobs)")
+    p.add_argument("--managed-jobs-namespace-selector", default=None,
+                   help="Kueue's managedJobsNamespaceSelector as JSON (default: all but kube-system and Kueue's)")
+    p.add_argument("--kueue-namespace", default="kueue-system", help="Kueue's namespace (default kueue-system)")
     p.add_argument("--log-level", default="warning")
     return p.parse_args(argv)
 
 
+def _journal(ns: argparse.Namespace) -> Journal | None:
+    if not ns.journal:
+        return None
+    if ns.journal_resources:
+        return Journal(ns.journal, [r.strip() for r in ns.journal_resources.split(",") if r.strip()])
+    return Journal(ns.journal)
+
+
 async def _serve(ns: argparse.Namespace) -> int:
     clusters = [c.strip() for c in ns.clusters.split(",") if c.strip()]
+    try:
+        selector = json.loads(ns.managed_jobs_namespace_selector) if ns.managed_jobs_namespace_selector else None
+    except json.JSONDecodeError as e:
+        print(f"kubesim: --managed-jobs-namespace-selector: not JSON: {e}", file=sys.stderr)
+        return 2
+    kueue = KueueOptions(manage_jobs_without_queue_name=ns.manage_jobs_without_queue_name,
+                         managed_jobs_namespace_selector=selector, kueue_namespace=ns.kueue_namespace)
     try:
         sim = KubeSim(
             clusters,
@@ -47,6 +74,8 @@ async def _serve(ns: argparse.Namespace) -> int:
             bookmark_interval_s=parse_duration(ns.bookmark_interval),
             seed=ns.seed,
             advertise_url=ns.advertise_url,
+            kueue=kueue,
+            journal=_journal(ns),
         )
     except ValueError as e:
         print(f"kubesim: {e}", file=sys.stderr)

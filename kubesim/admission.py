@@ -19,6 +19,8 @@
   scheduling gate and the `kueue.x-k8s.io/managed` label.
 - Deployment / StatefulSet (Kueue's webhooks): the queue name goes onto the pod template;
   a StatefulSet's pods also form one serving pod group of `replicas` pods (fast admission).
+- Kubeflow training jobs, MPIJob, RayJob, RayCluster, the default LocalQueue and
+  manageJobsWithoutQueueName: kubesim/kueue_webhooks.py.
 - LeaderWorkerSet (Kueue's webhook): the queue name goes onto its templates; each group
   (leader and workers) becomes one serving pod group of `size` pods.
 """
@@ -30,6 +32,16 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kubesim.errors import ApiError, invalid
+from kubesim.kueue_webhooks import (
+    NAME_LABEL,
+    TRAINING_FIELDS,
+    KueueOptions,
+    apply_queue_defaults,
+    default_appwrapper,
+    default_ray,
+    default_training_job,
+    default_trainjob,
+)
 from kubesim.resources import ResourceType, by_key
 
 if TYPE_CHECKING:
@@ -41,17 +53,35 @@ _PRIORITY_CLASSES = by_key("priorityclasses.scheduling.k8s.io")
 
 
 class ClusterAdmission:
+    def __init__(self, kueue: KueueOptions | None = None) -> None:
+        self.kueue = kueue or KueueOptions()
+
     def on_create(self, store: Store, rt: ResourceType, obj: dict[str, Any]) -> None:
         key = rt.key
+        # Kueue's webhooks first: the default LocalQueue, and whether it manages an unlabelled object.
+        managed = apply_queue_defaults(store, self.kueue, rt, obj)
         if key == "namespaces":
             obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
             obj["status"] = {"phase": "Active"}
+            obj["metadata"].setdefault("labels", {})[NAME_LABEL] = obj["metadata"]["name"]
         elif key == "pods":
-            _default_pod(store, rt, obj)
+            _default_pod(store, rt, obj, managed)
         elif key == "jobs.batch":
             _default_job(rt, obj)
+            if managed:
+                obj["spec"]["suspend"] = True
         elif key == "jobsets.jobset.x-k8s.io":
             _default_jobset(rt, obj)
+            if managed:
+                obj["spec"]["suspend"] = True
+        elif rt.kind in TRAINING_FIELDS and rt.group == "kubeflow.org":
+            default_training_job(rt, obj, managed)
+        elif rt.group == "ray.io":
+            default_ray(rt, obj, managed)
+        elif key == "trainjobs.trainer.kubeflow.org":
+            default_trainjob(rt, obj, managed)
+        elif key == "appwrappers.workload.codeflare.dev":
+            default_appwrapper(rt, obj, managed)
         elif key in ("deployments.apps", "statefulsets.apps"):
             _default_serving(rt, obj)
         elif key == "leaderworkersets.leaderworkerset.x-k8s.io":
@@ -70,7 +100,7 @@ class ClusterAdmission:
 # --- pods --------------------------------------------------------------------------------------
 
 
-def _default_pod(store: Store, rt: ResourceType, pod: dict[str, Any]) -> None:
+def _default_pod(store: Store, rt: ResourceType, pod: dict[str, Any], managed: bool = False) -> None:
     name = pod["metadata"]["name"]
     spec = pod.get("spec")
     if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list) or not spec["containers"]:
@@ -89,7 +119,7 @@ def _default_pod(store: Store, rt: ResourceType, pod: dict[str, Any]) -> None:
     spec.setdefault("terminationGracePeriodSeconds", 30)
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec["priority"] = _priority(store, rt, name, spec.get("priorityClassName"))
-    _gate_queued_pod(pod)
+    _gate_queued_pod(pod, managed)
     pod["status"] = {"phase": "Pending", "qosClass": _qos(spec["containers"])}
     if spec.get("schedulingGates"):
         pod["status"]["conditions"] = [{
@@ -280,19 +310,19 @@ MANAGED_LABEL = "kueue.x-k8s.io/managed"
 GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
 GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 GROUP_SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
-_OWN_INTEGRATION = ("Job", "JobSet")
+_OWN_INTEGRATION = ("Job", "JobSet", "RayJob", "RayCluster", "TrainJob", "AppWrapper", *TRAINING_FIELDS)
 
 
-def _gate_queued_pod(pod: dict[str, Any]) -> None:
+def _gate_queued_pod(pod: dict[str, Any], managed: bool = False) -> None:
     meta = pod["metadata"]
-    if not (meta.get("labels") or {}).get(QUEUE_LABEL) or pod["spec"].get("nodeName"):
+    if not (managed or (meta.get("labels") or {}).get(QUEUE_LABEL)) or pod["spec"].get("nodeName"):
         return
     if any(r.get("controller") and r.get("kind") in _OWN_INTEGRATION for r in meta.get("ownerReferences") or ()):
         return
     gates = pod["spec"].setdefault("schedulingGates", [])
     if not any(g.get("name") == ADMISSION_GATE for g in gates):
         gates.append({"name": ADMISSION_GATE})
-    meta["labels"][MANAGED_LABEL] = "true"
+    meta.setdefault("labels", {})[MANAGED_LABEL] = "true"
     lws = meta["labels"].get(LWS_NAME_LABEL)
     if lws:  # Kueue's LeaderWorkerSet integration: each group of leader and workers is one serving pod group
         index = meta["labels"].get(LWS_GROUP_INDEX_LABEL) or meta["labels"].get("apps.kubernetes.io/pod-index", "0")

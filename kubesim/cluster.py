@@ -8,16 +8,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubesim.admission import ClusterAdmission
+from kubesim.controllers.appwrappers import AppWrapperController
 from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.jobsets import JobSetController
 from kubesim.controllers.kubelet import Kubelet
 from kubesim.controllers.leaderworkersets import LeaderWorkerSetController
-from kubesim.controllers.ownership import controller_ref, owner, pod_names, runner_uids
+from kubesim.controllers.ownership import controller_ref, pod_names, runner_uids
+from kubesim.controllers.ray import RayControllers
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.serving import ServingControllers
+from kubesim.controllers.training import TrainingController
+from kubesim.controllers.trainjobs import TrainJobController
 from kubesim.faults import Faults
-from kubesim.resources import JOBSETS
+from kubesim.kueue_webhooks import KueueOptions
 from kubesim.store import Store
 from kubesim.timers import TimerRegistry
 
@@ -28,11 +32,11 @@ NEVER_READY = "neverReady"
 class Cluster:
     def __init__(self, name: str, *, rng: random.Random, ready_delay_s: float = 0.1,
                  sleep_scale: float = 1.0, history_size: int = 10_000,
-                 watch_buffer: int = 10_000) -> None:
+                 watch_buffer: int = 10_000, kueue: KueueOptions | None = None) -> None:
         self.name = name
         self.ready_delay_s = ready_delay_s
         self.sleep_scale = sleep_scale  # simulated seconds per second of a container's `sleep N`
-        self.store = Store(admission=ClusterAdmission(), rng=rng, history_size=history_size,
+        self.store = Store(admission=ClusterAdmission(kueue), rng=rng, history_size=history_size,
                            watch_buffer=watch_buffer)
         self.timers = TimerRegistry()
         self.faults = Faults()
@@ -48,6 +52,10 @@ class Cluster:
         self.jobsets = JobSetController(self)
         self.serving = ServingControllers(self)
         self.leaderworkersets = LeaderWorkerSetController(self)
+        self.training = TrainingController(self)
+        self.ray = RayControllers(self)
+        self.trainjobs = TrainJobController(self)
+        self.appwrappers = AppWrapperController(self)
         self.scheduler = Scheduler(self)
         self.kubelet = Kubelet(self)
 
@@ -68,8 +76,8 @@ class Cluster:
         uid = job["metadata"]["uid"]
         if uid in self.outcomes:
             return self.outcomes[uid]
-        ref = controller_ref(job, "JobSet")
-        if ref is not None and owner(self.store, job, JOBSETS) is not None:
+        ref = controller_ref(job)
+        if ref is not None and ref.get("kind") in ("JobSet", "RayJob") and self.store.by_uid(ref["uid"]) is not None:
             return self.outcomes.get(ref["uid"])
         return None
 
@@ -87,7 +95,8 @@ class Cluster:
 
     def pending_work(self) -> int:
         queues = (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
-                  *self.serving.queues, self.leaderworkersets.queue)
+                  *self.serving.queues, self.leaderworkersets.queue, self.training.queue, *self.ray.queues,
+                  self.trainjobs.queue, self.appwrappers.queue)
         return self.timers.pending() + sum(q.pending() for q in queues)
 
     def state(self) -> dict[str, Any]:
@@ -109,6 +118,7 @@ class Cluster:
     def close(self) -> None:
         self.timers.close()
         for q in (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
-                  *self.serving.queues, self.leaderworkersets.queue):
+                  *self.serving.queues, self.leaderworkersets.queue, self.training.queue, *self.ray.queues,
+                  self.trainjobs.queue, self.appwrappers.queue):
             q.close()
         self.store.hub.cut_all("disconnect")

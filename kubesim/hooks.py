@@ -25,7 +25,9 @@ from kubesim.controllers.conditions import set_condition
 from kubesim.controllers.jobs import managed_here
 from kubesim.controllers.jobsets import JOBSET_CONTROLLER
 from kubesim.controllers.ownership import PREBUILT_LABEL, is_terminal, owned, pod_names, pods_of_job
-from kubesim.resources import JOBS, JOBSETS, PODS, WORKLOADS, ResourceType
+from kubesim.controllers.ray import KUBERAY
+from kubesim.controllers.training import OPERATORS
+from kubesim.resources import JOBS, JOBSETS, PODS, RAYJOBS, TRAINING_JOBS, WORKLOADS, ResourceType
 from kubesim.store import Entry, now_rfc3339
 
 
@@ -36,24 +38,36 @@ class HookError(Exception):
         self.message = message
 
 
+# What a hook can finish: kinds that run pods themselves, or through Jobs.
+RUNNERS: dict[str, ResourceType] = {"Job": JOBS, "JobSet": JOBSETS, "RayJob": RAYJOBS,
+                                    **{rt.kind: rt for rt in TRAINING_JOBS}}
+
+
 def resolve(cluster: Cluster, ns: str, name: str) -> tuple[ResourceType, Entry]:
-    """The Job or JobSet behind `ns/name`, or the bare Workload."""
+    """The Job, JobSet, training job or RayJob behind `ns/name`, or the bare Workload."""
     store = cluster.store
     wl = store.find(WORKLOADS, ns, name)
     if wl is not None:
         for ref in wl.obj["metadata"].get("ownerReferences") or ():
-            rt = {"Job": JOBS, "JobSet": JOBSETS}.get(ref.get("kind", ""))
+            if ref.get("kind") == "TrainJob" and (js := store.find(JOBSETS, ns, ref.get("name", ""))) is not None:
+                return JOBSETS, js  # the Trainer's JobSet runs it
+            if ref.get("kind") == "AppWrapper":  # the first wrapped object that runs pods
+                for runner in RUNNERS.values():
+                    if wrapped := owned(store, ref.get("uid", ""), runner):
+                        return runner, wrapped[0]
+            rt = RUNNERS.get(ref.get("kind", ""))
             if rt is None:
                 continue
             e = store.find(rt, ns, ref.get("name", ""))
             if e is not None and e.obj["metadata"]["uid"] == ref.get("uid"):
                 return rt, e
+
         for rt in (JOBS, JOBSETS):  # a MultiKueue copy: the Job names its prebuilt Workload
             for e in store.list(rt, ns):
                 if (e.obj["metadata"].get("labels") or {}).get(PREBUILT_LABEL) == name:
                     return rt, e
         return WORKLOADS, wl
-    for rt in (JOBS, JOBSETS):
+    for rt in RUNNERS.values():
         e = store.find(rt, ns, name)
         if e is not None:
             return rt, e
@@ -63,6 +77,10 @@ def resolve(cluster: Cluster, ns: str, name: str) -> tuple[ResourceType, Entry]:
 def _runs_here(rt: ResourceType, obj: Mapping[str, Any]) -> bool:
     if rt is JOBS:
         return managed_here(obj)
+    if rt in TRAINING_JOBS:
+        return (obj.get("spec", {}).get("runPolicy") or {}).get("managedBy") in OPERATORS
+    if rt is RAYJOBS:
+        return obj.get("spec", {}).get("managedBy") in KUBERAY
     return obj.get("spec", {}).get("managedBy") in (None, JOBSET_CONTROLLER)
 
 
@@ -79,7 +97,7 @@ def _running_copy(clusters: Mapping[str, Cluster], here: str, rt: ResourceType, 
 
 def _job_pods(cluster: Cluster, rt: ResourceType, e: Entry) -> list[Entry]:
     uid = e.obj["metadata"]["uid"]
-    if rt is JOBS:
+    if rt is JOBS or rt in TRAINING_JOBS:
         return pods_of_job(cluster.store, uid)
     return [
         p for job in owned(cluster.store, uid, JOBS) for p in pods_of_job(cluster.store, job.obj["metadata"]["uid"])
@@ -106,6 +124,8 @@ def finish(clusters: Mapping[str, Cluster], cname: str, ns: str, name: str, succ
         cluster.kubelet.poke((ns, p.obj["metadata"]["name"]))
     if rt is JOBS:
         cluster.jobs.poke((ns, obj_name))
+    elif rt in TRAINING_JOBS:
+        cluster.training.queue.add((rt.kind, ns, obj_name))
     else:
         for job in owned(cluster.store, e.obj["metadata"]["uid"], JOBS):
             cluster.jobs.poke((ns, job.obj["metadata"]["name"]))

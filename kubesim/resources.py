@@ -97,6 +97,18 @@ RESOURCES: tuple[ResourceType, ...] = (
                  custom=True, short_names=("lws",)),
     # jobset.x-k8s.io/v1alpha2
     ResourceType("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet", True, status=True, custom=True),
+    # kubeflow.org (the training operator's v1 kinds, the MPI operator's v2beta1 MPIJob) and ray.io/v1
+    *(ResourceType("kubeflow.org", "v1", f"{kind.lower()}s", kind, True, status=True, custom=True)
+      for kind in ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")),
+    ResourceType("kubeflow.org", "v2beta1", "mpijobs", "MPIJob", True, status=True, custom=True),
+    ResourceType("ray.io", "v1", "rayjobs", "RayJob", True, status=True, custom=True),
+    ResourceType("workload.codeflare.dev", "v1beta2", "appwrappers", "AppWrapper", True, status=True, custom=True,
+                 short_names=("aw",)),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob", True, status=True, custom=True),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "trainingruntimes", "TrainingRuntime", True, custom=True),
+    ResourceType("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", "ClusterTrainingRuntime", False,
+                 custom=True),
+    ResourceType("ray.io", "v1", "rayclusters", "RayCluster", True, status=True, custom=True),
     # kueue.x-k8s.io/v1beta2 (scope and status subresources as in Kueue's CRDs)
     _kueue("resourceflavors", "ResourceFlavor", False, False, ("flavor", "flavors", "rf")),
     _kueue("clusterqueues", "ClusterQueue", False, True, ("cq",)),
@@ -116,6 +128,10 @@ _BY_KEY: dict[str, ResourceType] = {r.key: r for r in RESOURCES}
 
 def lookup(group: str, version: str, plural: str) -> ResourceType | None:
     return _BY_PATH.get((group, version, plural))
+
+
+def by_kind(api_version: str, kind: str) -> ResourceType | None:
+    return next((r for r in RESOURCES if r.api_version == api_version and r.kind == kind), None)
 
 
 def by_key(key: str) -> ResourceType:
@@ -147,3 +163,11 @@ REPLICASETS = _BY_KEY["replicasets.apps"]
 STATEFULSETS = _BY_KEY["statefulsets.apps"]
 LEADERWORKERSETS = _BY_KEY["leaderworkersets.leaderworkerset.x-k8s.io"]
 WORKLOADS = _BY_KEY["workloads.kueue.x-k8s.io"]
+LOCALQUEUES = _BY_KEY["localqueues.kueue.x-k8s.io"]
+TRAINING_JOBS = tuple(r for r in RESOURCES if r.group == "kubeflow.org")
+RAYJOBS = _BY_KEY["rayjobs.ray.io"]
+RAYCLUSTERS = _BY_KEY["rayclusters.ray.io"]
+TRAINJOBS = _BY_KEY["trainjobs.trainer.kubeflow.org"]
+APPWRAPPERS = _BY_KEY["appwrappers.workload.codeflare.dev"]
+TRAINING_RUNTIMES = _BY_KEY["trainingruntimes.trainer.kubeflow.org"]
+CLUSTER_TRAINING_RUNTIMES = _BY_KEY["clustertrainingruntimes.trainer.kubeflow.org"]

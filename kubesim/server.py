@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import random
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +21,8 @@ from aiohttp import web
 from kubesim.api_http import ApiServer
 from kubesim.cluster import Cluster
 from kubesim.control_http import ControlApi
+from kubesim.journal import Journal
+from kubesim.kueue_webhooks import KueueOptions
 
 _MAX_BODY = 32 * 1024 * 1024
 
@@ -37,6 +41,8 @@ class KubeSim:
         watch_buffer: int = 10_000,
         seed: int | None = None,
         advertise_url: str | None = None,
+        kueue: KueueOptions | None = None,
+        journal: Journal | None = None,
     ) -> None:
         if not clusters:
             raise ValueError("clusters: at least one cluster name is required")
@@ -58,9 +64,15 @@ class KubeSim:
                 sleep_scale=sleep_scale,
                 history_size=history_size,
                 watch_buffer=watch_buffer,
+                kueue=kueue,
             )
             for name in clusters
         }
+        self.journal = journal
+        if journal is not None:
+            for c in self.clusters.values():
+                c.store.recorder = functools.partial(journal.record, c.name)
+        self._flushing: asyncio.Task[None] | None = None
         self._bookmark_s = bookmark_interval_s
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -82,9 +94,22 @@ class KubeSim:
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{host}:{port}"
         api.server_address = f"{host}:{port}"
+        if self.journal is not None:
+            self._flushing = asyncio.get_running_loop().create_task(self._flush_journal())
         return self.url
 
+    async def _flush_journal(self) -> None:
+        assert self.journal is not None
+        while True:
+            await asyncio.sleep(0.5)
+            self.journal.flush()
+
     async def stop(self) -> None:
+        if self._flushing is not None:
+            self._flushing.cancel()
+            self._flushing = None
+        if self.journal is not None:
+            self.journal.close()
         for c in self.clusters.values():
             c.close()
         if self._runner is not None:

@@ -86,6 +86,8 @@ class Store:
         self._dependents: dict[str, set[Key]] = {}
         self._uids: dict[str, Key] = {}
         self._listeners: dict[str, list[Listener]] = {}
+        # (rv, event type, resource key, encoded object) of every commit: kubesim.journal.
+        self.recorder: Callable[[int, str, str, bytes], None] | None = None
         for ns in _AUTO_NAMESPACES:
             self.create(NAMESPACES, "", {"metadata": {"name": ns}})
 
@@ -164,6 +166,8 @@ class Store:
             self._reindex_owners(key, old.obj if old else None, obj)
         self.last_change = time.monotonic()
         self.hub.publish(Event(self.rv, rt.key, ns, etype, obj, old.obj if old else None, raw))
+        if self.recorder is not None:
+            self.recorder(self.rv, etype, rt.key, raw)
         for fn in self._listeners.get(rt.key, ()):
             fn(etype, rt, old.obj if old else None, obj)
         return entry

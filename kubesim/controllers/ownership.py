@@ -50,21 +50,35 @@ def is_terminal(pod: Mapping[str, Any]) -> bool:
     return pod.get("status", {}).get("phase") in TERMINAL
 
 
+# Pods run by these kinds directly (a finish hook on one ends its pods).
+POD_RUNNERS = ("Job", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob")
+# Kinds whose Jobs run their work (a finish hook on one ends its Jobs' pods).
+JOB_RUNNERS = ("JobSet", "RayJob")
+
+
 def runner_uids(store: Store, pod: Mapping[str, Any]) -> tuple[str, ...]:
-    """The uids of the Job running this pod and of that Job's JobSet (those present)."""
-    ref = controller_ref(pod, "Job")
-    if ref is None:
+    """The uids of what runs this pod: its Job (or training job) and the Job's JobSet or RayJob (those present)."""
+    ref = controller_ref(pod)
+    if ref is None or ref.get("kind") not in POD_RUNNERS:
         return ()
+    if ref["kind"] != "Job":
+        return (ref["uid"],)
     job = store.find(JOBS, pod["metadata"]["namespace"], ref["name"])
     if job is None or job.obj["metadata"]["uid"] != ref["uid"]:
         return (ref["uid"],)
-    js = owner(store, job.obj, JOBSETS)
-    return (ref["uid"], js.obj["metadata"]["uid"]) if js is not None else (ref["uid"],)
+    parent = controller_ref(job.obj)
+    if parent is not None and parent.get("kind") in JOB_RUNNERS and store.by_uid(parent["uid"]) is not None:
+        return (ref["uid"], parent["uid"])
+    return (ref["uid"],)
 
 
 def pod_names(store: Store, pod: Mapping[str, Any]) -> set[str]:
     """Every name a control hook may use for this pod: the pod, its Job, JobSet and their Workloads."""
     names = {pod["metadata"]["name"]}
+    other = controller_ref(pod)
+    if other is not None and other.get("kind") != "Job":  # a training job's, a RayCluster's: it and its Workloads
+        names.add(other["name"])
+        names.update(w.obj["metadata"]["name"] for w in owned(store, other["uid"], WORKLOADS))
     ref = controller_ref(pod, "Job")
     if ref is None:
         names.update(w.obj["metadata"]["name"] for w in owned(store, pod["metadata"]["uid"], WORKLOADS))

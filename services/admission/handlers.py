@@ -51,7 +51,7 @@ class Inputs:
                     self.synced.set()
                 return
             rec = decode_record(d.subject, d.headers, d.data)
-            self._partition(rec.cluster, d.subject).apply_record(rec)
+            self._partition(rec.cluster, d.subject).apply_record(rec, d.stream_seq)
         except (MirrorRecordError, InputError, InvalidEvent) as e:
             raise PermanentError(f"{d.subject} (seq {d.stream_seq}): {e}") from None
         self.changed.set()

@@ -2,7 +2,7 @@
 
 Each loads its kubeconfig (from a Secret in kq's namespace, read straight from the manager's API
 server, or from a file path), builds its own Kubernetes client and keeps the worker's copies
-(Workloads and Jobs carrying our origin label) listed and watched. It is `available` only while
+(Workloads, Jobs and JobSets carrying our origin label) listed and watched. It is `available` only while
 connected and fully listed: only then is what it holds the truth about that worker. Failures
 reconnect with doubling backoff. Kubeconfig content is never logged or published: errors carry
 only the reason (kq.kube and core.clusters strip it).
@@ -18,14 +18,16 @@ from typing import Any
 import msgspec
 
 from kq.api.constants import MULTIKUEUE_ORIGIN_LABEL, PREBUILT_WORKLOAD_LABEL
-from kq.api.core import Job
 from kq.api.kueue import KubeConfig, Workload
 from kq.api.registry import decode_object
-from kq.kube import Gone, KubeClient, KubeError
+from kq.kube import Gone, KubeClient, KubeError, NotFound
 from kq.kubeconfigs import KubeconfigError
 from kq.obs import get_logger
 from kq.remote_clusters import KubeconfigSource
 from services.dispatcher.core.clusters import BAD_KUBECONFIG, CONNECTED, CONNECTING, CONNECTION_FAILED, ClusterState
+from services.dispatcher.core.model import RemoteJob
+
+JOB_KINDS = ("job", "jobset")  # what runs a copy: MultiKueue's adapters
 
 NsName = tuple[str, str]
 OnChange = Callable[[str, set[NsName]], None]  # cluster, manager workload keys touched
@@ -50,24 +52,28 @@ class RemoteCluster:
         self.lost_since: float | None = None  # wall time it was last known connected
         self.client: KubeClient | None = None
         self.workloads: dict[NsName, Workload] = {}
-        self.jobs: dict[NsName, Job] = {}
-        self._job_index: dict[NsName, set[NsName]] = {}  # workload -> its Jobs' keys (may hold stale keys)
+        self.jobs: dict[str, dict[NsName, RemoteJob]] = {kind: {} for kind in JOB_KINDS}
+        self._job_index: dict[NsName, set[tuple[str, str, str]]] = {}  # workload -> (kind, ns, name); may be stale
+        self.kinds: tuple[str, ...] = JOB_KINDS  # job kinds the worker serves (no JobSet CRD: no "jobset")
         self.log = get_logger("kq.dispatcher.remote", cluster=name)
 
     @property
     def selector(self) -> str:
         return f"{MULTIKUEUE_ORIGIN_LABEL}={self.origin}"
 
-    def job_for(self, namespace: str, workload: str) -> Job | None:
-        """The Job running this workload's copy (by its prebuilt-workload label)."""
-        for key in self._job_index.get((namespace, workload), ()):
-            job = self.jobs.get(key)
+    def job_for(self, namespace: str, workload: str) -> tuple[str, RemoteJob] | None:
+        """The Job or JobSet (kind, object) running this workload's copy (by its prebuilt-workload label)."""
+        for kind, ns, name in sorted(self._job_index.get((namespace, workload), ())):
+            job = self.jobs[kind].get((ns, name))
             if job is not None and job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL) == workload:
-                return job
+                return kind, job
         return None
 
-    def _index_job(self, job: Job) -> None:
-        self._job_index.setdefault(self._wl_key(job), set()).add((job.metadata.namespace, job.metadata.name))
+    def _index_job(self, kind: str, job: RemoteJob) -> None:
+        self._job_index.setdefault(self._wl_key(job), set()).add((kind, job.metadata.namespace, job.metadata.name))
+
+    def _all_jobs(self) -> list[RemoteJob]:
+        return [j for table in self.jobs.values() for j in table.values()]
 
     def _set_state(self, state: ClusterState, available: bool) -> None:
         if self.available and not available:
@@ -77,10 +83,10 @@ class RemoteCluster:
         if changed:
             self.log.info("connection", active=state.active, reason=state.reason, message=state.message)
             self.on_state(self.name)
-            self.on_change(self.name, set(self.workloads) | {self._wl_key(j) for j in self.jobs.values()})
+            self.on_change(self.name, set(self.workloads) | {self._wl_key(j) for j in self._all_jobs()})
 
     @staticmethod
-    def _wl_key(job: Job) -> NsName:
+    def _wl_key(job: RemoteJob) -> NsName:
         return job.metadata.namespace, job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL, job.metadata.name)
 
     async def run(self) -> None:
@@ -109,10 +115,17 @@ class RemoteCluster:
 
     async def _connected(self) -> None:
         assert self.client is not None
-        wl_rv = await self._relist("workload")
-        job_rv = await self._relist("job")
+        rvs = {"workload": await self._relist("workload")}
+        kinds = []
+        for kind in JOB_KINDS:
+            try:
+                rvs[kind] = await self._relist(kind)
+                kinds.append(kind)
+            except NotFound:  # the worker has no such API (no JobSet CRD): nothing of that kind runs there
+                self.jobs[kind] = {}
+        self.kinds = tuple(kinds)
         self._set_state(CONNECTED, True)
-        tasks = [asyncio.create_task(self._watch("workload", wl_rv)), asyncio.create_task(self._watch("job", job_rv))]
+        tasks = [asyncio.create_task(self._watch(kind, rv)) for kind, rv in rvs.items()]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         finally:
@@ -130,15 +143,16 @@ class RemoteCluster:
         for raw in raws:
             obj = decode_object(kind, raw)
             table[(obj.metadata.namespace, obj.metadata.name)] = obj
-        old = self.workloads if kind == "workload" else self.jobs
+        old = self.workloads if kind == "workload" else self.jobs[kind]
         touched = self._keys(kind, list(old.values()) + list(table.values()))
         if kind == "workload":
             self.workloads = table
         else:
-            self.jobs = table
+            self.jobs[kind] = table
             self._job_index = {}
-            for job in table.values():
-                self._index_job(job)
+            for jkind, t in self.jobs.items():
+                for job in t.values():
+                    self._index_job(jkind, job)
         if self.available:
             self.on_change(self.name, touched)
         return rv
@@ -158,14 +172,14 @@ class RemoteCluster:
                     rv = obj.metadata.resource_version or rv
                     if ev.type == "BOOKMARK":
                         continue
-                    table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs
+                    table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
                     key = (obj.metadata.namespace, obj.metadata.name)
                     if ev.type == "DELETED":
                         table.pop(key, None)
                     else:
                         table[key] = obj
-                        if kind == "job":
-                            self._index_job(obj)
+                        if kind != "workload":
+                            self._index_job(kind, obj)
                     self.on_change(self.name, self._keys(kind, [obj]))
             except Gone:
                 rv = await self._relist(kind)
@@ -173,8 +187,8 @@ class RemoteCluster:
     def remember(self, kind: str, raw: bytes) -> None:
         """What our own create returned, so a decision before the watch echo sees it."""
         obj = decode_object(kind, raw)
-        table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs
+        table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
         table[(obj.metadata.namespace, obj.metadata.name)] = obj
-        if kind == "job":
-            self._index_job(obj)
+        if kind != "workload":
+            self._index_job(kind, obj)
 

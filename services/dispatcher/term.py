@@ -22,7 +22,7 @@ import msgspec
 
 from kq import subjects
 from kq.api import constants as k
-from kq.api.core import Job
+from kq.api.core import JobSetStatus
 from kq.api.kueue import AdmissionCheck, MultiKueueCluster, MultiKueueConfig, Workload
 from kq.kube import AlreadyExists, KubeClient, KubeError, NotFound
 from kq.messages import (
@@ -32,6 +32,7 @@ from kq.messages import (
     SetActiveCondition,
     SetAdmissionCheckState,
     SetNominatedClusters,
+    SyncJobSetStatus,
     SyncJobStatus,
     command_kind,
 )
@@ -40,9 +41,10 @@ from kq.obs import get_logger
 from kq.remote_clusters import KubeconfigSource
 from kq.runtime import Bus, Delivery, OutMsg
 from services.dispatcher.core import clusters as cl
-from services.dispatcher.core.copies import remote_job, remote_workload
+from services.dispatcher.core.copies import remote_copy, remote_workload
 from services.dispatcher.core.flow import reconcile
 from services.dispatcher.core.model import (
+    ADAPTERS,
     LEASE_ANNOTATION,
     ClusterView,
     Finish,
@@ -50,6 +52,7 @@ from services.dispatcher.core.model import (
     ManagerIntent,
     Nominate,
     Plan,
+    RemoteJob,
     SetCheck,
     Settings,
     SyncJob,
@@ -60,9 +63,17 @@ from services.dispatcher.remotes import RemoteCluster
 from services.dispatcher.settings import DispatcherSettings
 
 WRITER = "dispatcher"
-KINDS = ("workload", "job", "admissioncheck", "multikueueconfig", "multikueuecluster")
+KINDS = ("workload", "job", "jobset", "admissioncheck", "multikueueconfig", "multikueuecluster")
 NsName = tuple[str, str]
 _json = msgspec.json.Encoder(order="sorted")
+# A manager-side intent already sent is not sent again while the manager's object still looks as it
+# did then (the watcher has not applied it yet, or it changed nothing), until this long has passed:
+# every copy's change on every worker re-decides the manager workload, and each repeat cost the
+# watcher a read and an outcome. A refused or lost command is sent again after this.
+RESEND_AFTER_S = 3.0
+# ... and "looks as it did" includes these conditions with their transition times, so a workload
+# evicted and holding quota again is a new state: its nomination and check go out at once.
+_MEMO_CONDITIONS = (k.WORKLOAD_QUOTA_RESERVED, k.WORKLOAD_EVICTED, k.WORKLOAD_ADMITTED, k.WORKLOAD_FINISHED)
 
 
 async def _all(calls: Any) -> None:
@@ -116,8 +127,9 @@ class Term:
         self._topology_dirty = True
         self._busy: set[NsName] = set()
         self.rounds: dict[str, tuple[float, tuple[str, ...]]] = {}  # uid -> Incremental round (start, nominated)
-        self.job_owner: dict[NsName, NsName] = {}  # manager job -> its workload
+        self.job_owner: dict[tuple[str, str, str], NsName] = {}  # manager (kind, ns, name) of a Job/JobSet -> workload
         self.deleted: dict[NsName, str] = {}  # manager workloads seen deleted -> uid, until their copies are gone
+        self.sent: dict[str, float] = {}  # memo of intents sent (see RESEND_AFTER_S) -> when
         self.external = ExternalDoor(bus, self) if core.mode == "External" else None
         self.log = get_logger("kq.dispatcher", cluster=manager, epoch=epoch)
 
@@ -139,8 +151,8 @@ class Term:
             if what.deleted:  # its copies go at once (gc would find them later)
                 self.deleted[(what.namespace, what.name)] = what.uid
             self.mark((what.namespace, what.name))
-        elif what.kind == "job":
-            owner = self.job_owner.get((what.namespace, what.name))
+        elif what.kind in ("job", "jobset"):
+            owner = self.job_owner.get((what.kind, what.namespace, what.name))
             if owner is not None:
                 self.mark(owner)
         elif what.kind in ("admissioncheck", "multikueueconfig", "multikueuecluster"):
@@ -275,12 +287,14 @@ class Term:
             return st.name, tuple(cfg.spec.clusters) if cfg is not None else ()
         return None
 
-    def _local_job(self, wl: Workload) -> tuple[Job | None, ObjectRecord | None]:
+    def _local_job(self, wl: Workload) -> tuple[RemoteJob | None, ObjectRecord | None]:
+        """The manager's Job or JobSet controlling the workload (a kind MultiKueue has an adapter for)."""
         ref = wl.metadata.controller_ref()
-        if ref is None or ref.kind != "Job":
+        kind = ADAPTERS.get((ref.api_version, ref.kind)) if ref is not None else None
+        if ref is None or kind is None:
             return None, None
-        key = subjects.ObjectKey(self.manager, "job", wl.metadata.namespace, ref.name)
-        self.job_owner[(wl.metadata.namespace, ref.name)] = (wl.metadata.namespace, wl.metadata.name)
+        key = subjects.ObjectKey(self.manager, kind, wl.metadata.namespace, ref.name)
+        self.job_owner[(kind, wl.metadata.namespace, ref.name)] = (wl.metadata.namespace, wl.metadata.name)
         rec = self.view.get(key)
         if rec is None or rec.uid != ref.uid:
             return None, None
@@ -301,6 +315,7 @@ class Term:
         if found is None:
             return
         check, names = found
+        local_job, job_rec = self._local_job(wl)
         views, remotes, jobs = [], {}, {}
         for c in names:
             rc = self.remotes.get(c)
@@ -310,9 +325,9 @@ class Term:
             if rc.available:
                 if (copy := rc.workloads.get(key)) is not None:
                     remotes[c] = copy
-                if (job := rc.job_for(ns, name)) is not None:
-                    jobs[c] = job
-        local_job, job_rec = self._local_job(wl)
+                if (found_job := rc.job_for(ns, name)) is not None and (
+                        job_rec is None or found_job[0] == job_rec.kind):
+                    jobs[c] = found_job[1]
         ref = wl.metadata.controller_ref()
         rnd = self.rounds.get(wl.metadata.uid)
         inp = Inputs(local=wl, check=check, clusters=tuple(views), remotes=remotes, remote_jobs=jobs,
@@ -333,8 +348,8 @@ class Term:
         if plan.renew_lease is not None:
             await self._renew(plan.renew_lease[0], ns, name, plan.renew_lease[1])
         if plan.create_job is not None and job_rec is not None:
-            job_body = remote_job(msgspec.json.decode(job_rec.raw), name, self.core.origin)
-            await self._create(plan.create_job, "job", ns, msgspec.json.encode(job_body))
+            job_body = remote_copy(job_rec.kind, msgspec.json.decode(job_rec.raw), name, self.core.origin)
+            await self._create(plan.create_job, job_rec.kind, ns, msgspec.json.encode(job_body))
         if plan.reset_round:
             self.rounds.pop(wl.metadata.uid, None)
         if plan.round_started is not None:
@@ -343,11 +358,37 @@ class Term:
             asyncio.get_running_loop().call_later(max(plan.wake_in, 0.05), self.mark, (ns, name))
         if plan.awaiting_nomination and self.external is not None:
             await self.external.publish_pending(wl, check, [c for c in self.remotes if self.remotes[c].available])
-        cmds = [self._command(wl, rec, check, intent, job_rec) for intent in plan.manager]
+        intents = self._not_sent_yet(wl, check, plan.manager, job_rec)
+        cmds = [self._command(wl, rec, check, intent, job_rec) for intent in intents]
         await self._send([c for c in cmds if c is not None])
-        if plan.delete or plan.create or plan.create_job or plan.manager:
+        if plan.delete or plan.create or plan.create_job or intents:
             self.log.info("dispatch", workload=f"{ns}/{name}", why=plan.why, delete=plan.delete, create=plan.create,
-                          job=plan.create_job, manager=[type(i).__name__ for i in plan.manager])
+                          job=plan.create_job, manager=[type(i).__name__ for i in intents])
+
+    def _not_sent_yet(self, wl: Workload, check: str, intents: tuple[ManagerIntent, ...],
+                      job_rec: ObjectRecord | None) -> list[ManagerIntent]:
+        """The intents not already sent against the manager objects as they look now (RESEND_AFTER_S)."""
+        if not intents:
+            return []
+        now = time.monotonic()
+        if len(self.sent) > 4096:
+            self.sent = {key: at for key, at in self.sent.items() if now - at < RESEND_AFTER_S}
+        st = wl.status
+        # What each intent is about, as the manager shows it now: the workload's MultiKueue state,
+        # or for a status sync the manager Job's version.
+        seen_wl = _digest([c for c in st.admission_checks if c.name == check], st.cluster_name,
+                          st.nominated_cluster_names, [c for c in st.conditions if c.type in _MEMO_CONDITIONS])
+        seen_job = job_rec.resource_version if job_rec is not None else ""
+        out = []
+        for intent in intents:
+            seen = seen_job if isinstance(intent, SyncJob) else seen_wl
+            key = f"{wl.metadata.uid}:{seen}:{_digest(intent)}"
+            at = self.sent.get(key)
+            if at is not None and now - at < RESEND_AFTER_S:
+                continue
+            self.sent[key] = now
+            out.append(intent)
+        return out
 
     def _command(self, wl: Workload, rec: ObjectRecord, check: str, intent: ManagerIntent,
                  job_rec: ObjectRecord | None) -> Command | None:
@@ -366,8 +407,10 @@ class Term:
                 if job_rec is None:
                     return None
                 jid = f"mk-job:{job_rec.uid}:{job_rec.resource_version}:{_digest(intent)}"
-                return SyncJobStatus(id=jid, **base, namespace=job_rec.namespace, name=job_rec.name, uid=job_rec.uid,
-                                     status=intent.status)
+                target = _TargetFields(namespace=job_rec.namespace, name=job_rec.name, uid=job_rec.uid)
+                if isinstance(intent.status, JobSetStatus):
+                    return SyncJobSetStatus(id=jid, **base, **target, status=intent.status)
+                return SyncJobStatus(id=jid, **base, **target, status=intent.status)
         raise TypeError(f"unknown intent {intent!r}")
 
     async def send_nomination(self, wl: Workload, clusters: tuple[str, ...], msg_id: str) -> None:
@@ -417,10 +460,10 @@ class Term:
         rc = self.remotes.get(cluster)
         if rc is None or rc.client is None or not rc.available:
             return
-        job = rc.job_for(ns, name)
+        found = rc.job_for(ns, name)
         try:
-            if job is not None:
-                await rc.client.delete("job", ns, job.metadata.name, propagation="Background")
+            if found is not None:
+                await rc.client.delete(found[0], ns, found[1].metadata.name, propagation="Background")
         except NotFound:
             pass
         try:

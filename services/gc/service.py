@@ -85,25 +85,28 @@ class Sweeper:
             client = await self._client(mkc)
             wl_raws, _ = await client.list("workload", label_selector=selector)
             job_raws, _ = await client.list("job", label_selector=selector)
+            jobset_raws = await _list_if_served(client, "jobset", selector)
         except (KubeconfigError, ValueError, KubeError) as e:
             self.before.pop(name, None)  # start counting again once it is back
             self.log.info("worker skipped this pass", worker=name, why=type(e).__name__)
             return
         found = orphans([decode_object("workload", r) for r in wl_raws], [decode_object("job", r) for r in job_raws],
-                        manager)
+                        manager, [decode_object("jobset", r) for r in jobset_raws])
         doomed = confirmed(found, self.before.get(name))
         self.before[name] = found
         try:
             for ns, job in doomed.jobs:
                 await _delete(client, "job", ns, job)
+            for ns, js in doomed.jobsets:
+                await _delete(client, "jobset", ns, js)
             for ns, wl in doomed.workloads:
                 await _delete(client, "workload", ns, wl)
         except KubeError as e:
             self.log.info("worker sweep interrupted", worker=name, why=type(e).__name__)
             return
-        if doomed.jobs or doomed.workloads:
+        if doomed.jobs or doomed.jobsets or doomed.workloads:
             self.log.info("orphans removed", worker=name, workloads=[f"{a}/{b}" for a, b in doomed.workloads],
-                          jobs=[f"{a}/{b}" for a, b in doomed.jobs])
+                          jobs=[f"{a}/{b}" for a, b in doomed.jobs], jobsets=[f"{a}/{b}" for a, b in doomed.jobsets])
 
     async def _retention(self) -> None:
         if self.after_finished_s is None and self.after_deactivated_s is None:
@@ -117,6 +120,15 @@ class Sweeper:
         if cmds:
             await self.bus.publish_many([OutMsg(subjects.command_subject(self.manager, command_kind(c)), c, c.id)
                                          for c in cmds])
+
+
+async def _list_if_served(client: KubeClient, kind: str, selector: str) -> list[bytes]:
+    """A worker without the kind's API (no JobSet CRD) has none of it."""
+    try:
+        raws, _ = await client.list(kind, label_selector=selector)
+    except NotFound:
+        return []
+    return raws
 
 
 async def _delete(client: KubeClient, kind: str, ns: str, name: str) -> None:

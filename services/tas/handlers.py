@@ -13,11 +13,13 @@ import msgspec
 from nats.js import JetStreamContext
 
 from kq import subjects
+from kq.clock import Clock
 from kq.mirror import MirrorRecordError, decode_marker, decode_record
 from kq.placement import (
     HoldRecord,
     PlacementHeld,
     SolveReply,
+    SolveRequest,
     encoder,
     hold_decoder,
     hold_subject,
@@ -26,7 +28,7 @@ from kq.placement import (
 from kq.runtime import Delivery, PermanentError
 from services.tas.world import NEEDED_KINDS, World
 
-__all__ = ["NEEDED_KINDS", "SolverInputs", "solve", "record_hold"]
+__all__ = ["NEEDED_KINDS", "SolverInputs", "caught_up", "decode_request", "solve", "record_hold"]
 
 _SYNC_PREFIX = f"{subjects.PREFIX}.sync."
 MSG_ID_HEADER = "Nats-Msg-Id"
@@ -36,6 +38,7 @@ class SolverInputs:
     def __init__(self, clusters: tuple[str, ...], *, hold_ttl_s: float) -> None:
         self.worlds = {c: World(c, hold_ttl_s=hold_ttl_s) for c in clusters}
         self.synced = asyncio.Event()
+        self.workloads_applied = asyncio.Event()  # set after each Workload record (solve requests wait on it)
 
     def _world(self, cluster: str, subject: str) -> World | None:
         return self.worlds.get(cluster)
@@ -54,9 +57,11 @@ class SolverInputs:
             raise PermanentError(f"{d.subject} (seq {d.stream_seq}): {e}") from None
         if (w := self.worlds.get(rec.cluster)) is not None:
             try:
-                w.apply_record(rec)
+                w.apply_record(rec, d.stream_seq)
             except (msgspec.DecodeError, msgspec.ValidationError) as e:
                 raise PermanentError(f"{d.subject} (seq {d.stream_seq}): {e}") from None
+            if rec.kind == "workload":
+                self.workloads_applied.set()
 
     async def on_hold(self, d: Delivery) -> None:
         try:
@@ -67,13 +72,37 @@ class SolverInputs:
             w.apply_hold(rec)
 
 
-def solve(inputs: SolverInputs, data: bytes, now: float) -> tuple[bytes, PlacementHeld | None]:
-    """Decode and solve at once (synchronously, so each request sees the holds of the one before)."""
+def decode_request(data: bytes) -> SolveRequest | SolveReply:
+    """The request, or the reply that says why it is not one."""
     try:
-        req = request_decoder.decode(data)
+        return request_decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as e:
-        return encoder.encode(SolveReply(request_id="", placed=False, reason="InvalidRequest",
-                                         message=f"not a solve request: {e}")), None
+        return SolveReply(request_id="", placed=False, reason="InvalidRequest", message=f"not a solve request: {e}")
+
+
+async def caught_up(inputs: SolverInputs, req: SolveRequest, clock: Clock, timeout_s: float) -> bool:
+    """Wait (at most `timeout_s`) until the solver's view of Workloads is as new as the asker's
+    (SolveRequest.as_of). False when it is still behind: answered anyway, from the older view."""
+    world = inputs.worlds.get(req.cluster)
+    if world is None or not world.behind(req):
+        return True
+    deadline = clock.monotonic() + timeout_s
+    while world.behind(req):
+        left = deadline - clock.monotonic()
+        if left <= 0:
+            return False
+        inputs.workloads_applied.clear()
+        await clock.wait(inputs.workloads_applied, left)
+    return True
+
+
+def solve(inputs: SolverInputs, data: bytes | SolveRequest | SolveReply,
+          now: float) -> tuple[bytes, PlacementHeld | None]:
+    """Solve one request (synchronously, so each request sees the holds of the one before);
+    `data` as received or already decoded (a SolveReply: it was not a request)."""
+    req = decode_request(data) if isinstance(data, bytes) else data
+    if isinstance(req, SolveReply):
+        return encoder.encode(req), None
     world = inputs.worlds.get(req.cluster)
     if world is None:
         return encoder.encode(SolveReply(request_id=req.id, placed=False, reason="InvalidRequest",

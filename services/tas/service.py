@@ -24,9 +24,9 @@ import nats
 from kq import subjects
 from kq.config import Config, ConfigError
 from kq.obs import get_logger
-from kq.placement import HOLDS_FILTER, PlacementHeld
+from kq.placement import HOLDS_FILTER, PlacementHeld, SolveRequest
 from kq.runtime import Bus, Lease, lead
-from services.tas.handlers import NEEDED_KINDS, SolverInputs, record_hold, solve
+from services.tas.handlers import NEEDED_KINDS, SolverInputs, caught_up, decode_request, record_hold, solve
 
 SERVICE = "tas"
 
@@ -39,6 +39,7 @@ class TasSettings(msgspec.Struct, frozen=True, kw_only=True):
     restart_backoff_max_s: float = 10.0
     replay_batch: int = 1000
     publish_timeout_s: float = 5.0  # a hold record's PubAck
+    view_wait_s: float = 2.0  # longest wait for the Workload records a request says its asker had seen
 
 
 def mirror_filters(clusters: tuple[str, ...]) -> list[str]:
@@ -84,9 +85,16 @@ class SolverTerm:
 
     async def _on_solve(self, msg) -> None:
         """Solve in arrival order (synchronously: each answer sees the holds of the one before),
-        then record the hold and reply off the subscription, so PubAcks overlap."""
+        then record the hold and reply off the subscription, so PubAcks overlap. A request whose
+        asker saw newer Workload records waits for them here; nats-py runs this callback once at a
+        time, so the requests behind it wait too and the order stays the arrival order."""
+        req = decode_request(msg.data)
+        if isinstance(req, SolveRequest) and not await caught_up(self.inputs, req, self.bus.clock,
+                                                                      self.settings.view_wait_s):
+            self.log.warning("answering from a view older than the asker's", workload=f"{req.namespace}/{req.name}",
+                             as_of=req.as_of, seen=self.inputs.worlds[req.cluster].workload_seq)
         try:
-            reply, hold = solve(self.inputs, msg.data, self.bus.clock.now())
+            reply, hold = solve(self.inputs, req, self.bus.clock.now())
         except Exception as e:  # a bug: say so loudly; admission asks again
             self.log.error("solve failed", error=repr(e), exc_info=e)
             return

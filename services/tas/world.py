@@ -23,14 +23,17 @@ from kq.api.topology import topology_domains
 from kq.mirror import ObjectRecord
 from kq.placement import (
     Candidate,
+    HeldDomain,
     HoldRecord,
     PlacementHeld,
     PlacementReleased,
+    PodSetTopology,
     SolveReply,
     SolveRequest,
 )
 from kq.quantity import resource_amount
-from services.tas.core import HOSTNAME_LABEL, HeldPodSet, Placement, PlacementFailure, TasSolver
+from services.tas.core import HOSTNAME_LABEL, HeldPodSet, Placement, PlacementFailure, PodSetPlacement, TasSolver
+from services.tas.core.replacement import rehold_pod_set, replace_node
 from services.tas.solving import failed_reply, flavor_spec, held_domains, node_info, placed_reply, pod_set_request
 
 NEEDED_KINDS: tuple[str, ...] = ("node", "pod", "resourceflavor", "topology", "workload")
@@ -67,6 +70,9 @@ class _Confirmed:
         self.flavor = flavor
         self.pod_sets = pod_sets  # (pod set, TopologyAssignment, one pod's requests)
 
+    def uses(self, node: str) -> bool:
+        return any(d.values[-1] == node for _, ta, _ in self.pod_sets for d in topology_domains(ta))
+
     def same(self, other: _Confirmed | None) -> bool:
         return other is not None and (self.uid, self.flavor, self.pod_sets) == (other.uid, other.flavor, other.pod_sets)
 
@@ -84,6 +90,7 @@ class World:
         self.confirmed: dict[str, _Confirmed] = {}  # "ns/name" -> what its status holds
         self.handed_out: dict[str, PlacementHeld] = {}  # "ns/name" -> our unconfirmed answer
         self.solves = 0
+        self.workload_seq = 0  # KQ_OBJECTS sequence of the newest Workload record applied
 
     # --- sync ---------------------------------------------------------------------------------------
 
@@ -96,9 +103,12 @@ class World:
 
     # --- mirror -------------------------------------------------------------------------------------
 
-    def apply_record(self, rec: ObjectRecord) -> None:
+    def apply_record(self, rec: ObjectRecord, seq: int = 0) -> None:
+        """Fold one mirror record in; `seq`: its KQ_OBJECTS stream sequence."""
         if rec.kind not in NEEDED_KINDS:
             return
+        if rec.kind == "workload":
+            self.workload_seq = max(self.workload_seq, seq)
         obj: Any = None if rec.deleted else decode_object(rec.kind, rec.raw)
         if rec.kind == "node":
             self._node(rec.name, obj)
@@ -181,7 +191,9 @@ class World:
             del self.confirmed[key]
         else:
             self.confirmed[key] = new
-            self.handed_out.pop(key, None)  # confirmed: the answer is spent
+            held = self.handed_out.get(key)
+            if held is None or not (held.repair_node and new.uses(held.repair_node)):
+                self.handed_out.pop(key, None)  # confirmed: the answer is spent (a repair once it shows)
         self._apply(key)
 
     def _confirmed_of(self, wl: Workload) -> _Confirmed | None:
@@ -219,7 +231,8 @@ class World:
     def _apply(self, key: str) -> None:
         """The solver holds, for this workload, what its status confirms, else our answer, else nothing."""
         c = self.confirmed.get(key)
-        if c is not None:
+        h = self.handed_out.get(key)
+        if c is not None and (h is None or not h.repair_node):
             held: list[HeldPodSet] = []
             for name, ta, requests in c.pod_sets:
                 for d in topology_domains(ta):
@@ -229,11 +242,12 @@ class World:
             self.solver.assume(key, c.flavor, tuple(held))
             self.solver.confirm(key)
             return
-        h = self.handed_out.get(key)
         if h is not None:
             self.solver.assume(key, h.flavor, tuple(
                 HeldPodSet(pod_set=d.pod_set, values=tuple(d.values), count=d.count, requests=dict(d.requests))
                 for d in h.domains))
+            if c is not None:
+                self.solver.confirm(key)
             return
         self.solver.release(key)
 
@@ -258,7 +272,7 @@ class World:
         if current is not None and current.request_id == rec.request_id:
             return  # our own record coming back
         c = self.confirmed.get(key)
-        if c is not None and c.uid == rec.uid:
+        if c is not None and c.uid == rec.uid and not (rec.repair_node and c.uses(rec.repair_node)):
             return  # already confirmed by the status
         if now is not None and rec.at + self.hold_ttl_s < now:
             return
@@ -272,6 +286,13 @@ class World:
 
     # --- solving ------------------------------------------------------------------------------------
 
+    def behind(self, req: SolveRequest) -> bool:
+        """Has the asker seen Workload records this world has not applied yet? Then its candidates
+        (and its own state) may disagree with our holds: a victim whose eviction admission saw but
+        we did not would still hold its capacity here, so the answer would name no victim, or
+        others than needed, and a requeued victim would be re-placed on its own old hold."""
+        return req.as_of > self.workload_seq
+
     def solve(self, req: SolveRequest, now: float) -> tuple[SolveReply, PlacementHeld | None]:
         self.expire(now)
         self.solves += 1
@@ -279,6 +300,8 @@ class World:
         if key in self.handed_out:  # a new question for the same workload replaces the old answer
             del self.handed_out[key]
             self._apply(key)
+        if req.repair_node:
+            return self._repair(req, key, now)
         flavors = sorted({ps.flavor for ps in req.pod_sets})
         if len(flavors) != 1:
             return SolveReply(request_id=req.id, placed=False, reason="InvalidRequest",
@@ -304,10 +327,36 @@ class World:
             return failed_reply(req.id, outcome), None
         assert isinstance(outcome, Placement)
         reply = placed_reply(req.id, [outcome], victims)
-        if victims:
-            return reply, None  # placed only once the victims are gone: nothing to hold yet
+        # Placed only once the victims are gone: held all the same (over the victims' own holds
+        # until they are released), so a victim requeued and asking again, or any lower-priority
+        # workload, cannot take the capacity the preemption frees before the preemptor asks again
+        # (Kueue reserves it in the cycle for the same reason, updateAssignmentForTAS).
         held = PlacementHeld(request_id=req.id, cluster=req.cluster, namespace=req.namespace, name=req.name,
                              uid=req.uid, at=now, flavor=flavor, domains=held_domains(outcome, pod_sets))
         self.handed_out[key] = held
         self._apply(key)
+        return reply, held
+
+    def _repair(self, req: SolveRequest, key: str, now: float) -> tuple[SolveReply, PlacementHeld | None]:
+        """Node failure: the pods of each asked pod set that were on the failed node are placed
+        again within the request's constraints (services/tas/core/replacement.py); the others stay."""
+        placements: list[PodSetPlacement] = []
+        for ps in req.pod_sets:
+            request = pod_set_request(ps)
+            found = replace_node(self.solver, key, request, req.repair_node)
+            if isinstance(found, PlacementFailure):
+                self._apply(key)  # back to what the status (or our last answer) holds
+                return failed_reply(req.id, found), None
+            placement, _ = found
+            rehold_pod_set(self.solver, key, placement, request.requests)
+            placements.append(placement)
+        record = self.solver.holds[key]
+        held = PlacementHeld(request_id=req.id, cluster=req.cluster, namespace=req.namespace, name=req.name,
+                             uid=req.uid, at=now, flavor=record.flavor, repair_node=req.repair_node,
+                             domains=tuple(HeldDomain(pod_set=h.pod_set, values=tuple(h.values), count=h.count,
+                                                      requests=dict(h.requests)) for h in record.pod_sets))
+        self.handed_out[key] = held
+        self._apply(key)
+        reply = SolveReply(request_id=req.id, placed=True, pod_sets=tuple(
+            PodSetTopology(name=p.pod_set, topology_assignment=p.assignment) for p in placements))
         return reply, held

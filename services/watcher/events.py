@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from kq.api.events import Event
 from kq.clock import Clock
 from kq.kube import Conflict, KubeClient, NotFound
@@ -15,12 +17,17 @@ class EventWriter:
     """One per cluster. The budget lives in memory: after a restart an object may get a fresh burst."""
 
     def __init__(self, client: KubeClient, instance: str, clock: Clock, budget: EventBudget | None = None,
-                 max_attempts: int = 5) -> None:
+                 max_attempts: int = 5, known_max: int = 8192) -> None:
         self.client = client
         self.instance = instance
         self.clock = clock
         self.budget = budget or EventBudget()
         self.max_attempts = max_attempts
+        # The Events this writer wrote last, as the server returned them: most events are new, so
+        # reading each one before creating it was a wasted GET. A stale or missing entry costs a
+        # conflict (AlreadyExists or resourceVersion) and then the read, as before.
+        self._known: OrderedDict[tuple[str, str], Event] = OrderedDict()
+        self._known_max = known_max
 
     async def record(self, cmd: RecordEvent) -> tuple[bool, str, str]:
         """(applied, outcome reason, the Event's resourceVersion). Kubernetes errors other than a
@@ -29,7 +36,7 @@ class EventWriter:
         Most events are new: create first and read only when the Event exists already (a repeat
         to count, or this command redelivered), one API call instead of a read and a create."""
         ns, name = event_namespace(cmd), event_name(cmd)
-        existing: Event | None = None
+        existing: Event | None = self._known.get((ns, name))  # None when unknown: create first
         ref = cmd.involved
         budgeted = False  # one token per occurrence, however many attempts it takes
         for _ in range(self.max_attempts):
@@ -43,7 +50,15 @@ class EventWriter:
                 budgeted = True
             try:
                 written = await apply_action(self.client, plan)
+                if written is not None:
+                    self._remember(ns, name, written)
                 return True, "", written.metadata.resource_version or "" if written is not None else ""
             except (Conflict, NotFound):  # it exists (AlreadyExists), was counted meanwhile, or is gone
                 existing = await read(self.client, "event", ns, name)
         return False, "Rejected", ""
+
+    def _remember(self, ns: str, name: str, ev: Event) -> None:
+        self._known[(ns, name)] = ev
+        self._known.move_to_end((ns, name))
+        while len(self._known) > self._known_max:
+            self._known.popitem(last=False)

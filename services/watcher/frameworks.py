@@ -1,7 +1,8 @@
-"""The shell of every job framework behind an Adapter (JobSet, plain Pods and pod groups).
+"""The shell of every job framework behind an Adapter (JobSet, Kubeflow and Ray kinds, plain Pods and
+pod groups).
 
-Keys are (framework token, namespace, name): ("jobset", ns, name), ("pod", ns, pod name),
-("podgroup", ns, group name). Watch events mark keys dirty; a worker builds the
+Keys are (framework token, namespace, name): ("jobset", ns, name), ("pytorchjob", ns, name), ...,
+("pod", ns, pod name), ("podgroup", ns, group name). Watch events mark keys dirty; a worker builds the
 adapter's view from the cache, asks the generic core for the next write, applies it
 conditionally and asks again until the core says Skip. A 409 or 404 means the cache
 was stale: the next watch event brings the key back. Frameworks switched off by
@@ -12,20 +13,25 @@ left alone and logged once.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
-from kq.api.constants import QUEUE_NAME_LABEL
+from kq.api.constants import PREBUILT_WORKLOAD_LABEL, QUEUE_NAME_LABEL
 from kq.api.core import JobSet, Pod
 from kq.api.kueue import Workload
 from kq.api.meta import ObjectMeta
+from kq.api.training import TrainingRuntimeSpec, TrainJob
 from kq.clock import SYSTEM_CLOCK, Clock, rfc3339_seconds
 from kq.kube import Conflict, KubeClient, KubeError, NotFound, retry_delay
 from kq.obs import get_logger
 from services.watcher.apply import apply_action
 from services.watcher.core import generic
 from services.watcher.core.adapter import Adapter
-from services.watcher.core.frameworks.jobset import JobSetAdapter, managed_elsewhere
+from services.watcher.core.frameworks import appwrapper, kubeflow, ray, trainjob
+from services.watcher.core.frameworks.jobset import JobSetAdapter
 from services.watcher.core.frameworks.pods import PodAdapter, PodGroup, group_name, is_queued_pod
+from services.watcher.core.frameworks.trainjob import TrainJobView
+from services.watcher.core.managed import JobPolicy, default_selector, manages_unlabelled, namespace_managed
 from services.watcher.core.writes import Skip
 from services.watcher.objects import ClusterObjects
 
@@ -34,15 +40,29 @@ JOBSET_FRAMEWORK = JobSetAdapter.framework
 POD_FRAMEWORK = PodAdapter.framework
 # Kueue frameworks whose pods run through the pod integration (their webhooks label the pod template).
 POD_BASED = ("deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
-SUPPORTED = (JOBSET_FRAMEWORK, POD_FRAMEWORK, *POD_BASED)
+# One object, one Workload: token (the kind in lower case) -> its adapter and whether another controller
+# runs it (MultiKueue's copies).
+OBJECT_ADAPTERS: dict[str, tuple[Adapter[Any], Callable[[Any], bool]]] = {
+    # a manager's JobSet managed by MultiKueue is queued here too (core/frameworks/jobset.py)
+    "jobset": (JobSetAdapter(), lambda _js: False),
+    **{ad.token(): (ad, kubeflow.managed_elsewhere) for ad in kubeflow.KUBEFLOW_ADAPTERS},
+    "rayjob": (ray.RayJobAdapter(), lambda j: ray.ray_managed_elsewhere(j.spec.managed_by)),
+    "raycluster": (ray.RayClusterAdapter(), lambda c: ray.ray_managed_elsewhere(c.spec.managed_by)),
+    "trainjob": (trainjob.TrainJobAdapter(), trainjob.managed_elsewhere),
+    "appwrapper": (appwrapper.AppWrapperAdapter(), appwrapper.managed_elsewhere),
+}
+_BY_KIND = {ad.kind: token for token, (ad, _) in OBJECT_ADAPTERS.items()}
+SUPPORTED = (*(ad.framework for ad, _ in OBJECT_ADAPTERS.values()), POD_FRAMEWORK, *POD_BASED)
 _BASE_KINDS = ("workload", "resourceflavor", "workloadpriorityclass", "priorityclass")
 
 
 class FrameworkIntegration:
     def __init__(self, client: KubeClient, objects: ClusterObjects, enabled: frozenset[str], *, workers: int,
                  retry_base_s: float = 0.2, retry_max_s: float = 5.0,
-                 clock: Clock = SYSTEM_CLOCK, wait_for_pods_ready: bool = False) -> None:
+                 clock: Clock = SYSTEM_CLOCK, wait_for_pods_ready: bool = False,
+                 policy: JobPolicy | None = None) -> None:
         self.client = client
+        self.policy = policy or JobPolicy(namespace_selector=default_selector("kueue-system"))
         self.objects = objects
         self.enabled = enabled
         self.workers = workers
@@ -50,8 +70,8 @@ class FrameworkIntegration:
         self.retry_max_s = retry_max_s
         self.clock = clock
         self.wait_for_pods_ready = wait_for_pods_ready  # keep the Workloads' PodsReady condition
-        self.adapters: dict[str, Adapter[Any]] = {"jobset": JobSetAdapter(), "pod": PodAdapter(),
-                                                   "podgroup": PodAdapter()}
+        self.adapters: dict[str, Adapter[Any]] = {token: ad for token, (ad, _) in OBJECT_ADAPTERS.items()}
+        self.adapters.update(pod=PodAdapter(), podgroup=PodAdapter())
         self._groups: dict[tuple[str, str], set[str]] = {}  # (ns, group) -> member pod names
         self._queue: asyncio.Queue[Key] = asyncio.Queue()
         self._queued: set[Key] = set()
@@ -68,8 +88,8 @@ class FrameworkIntegration:
         return (*_BASE_KINDS, "jobset", "pod")
 
     def _on(self, token: str) -> bool:
-        if token == "jobset":
-            return JOBSET_FRAMEWORK in self.enabled
+        if token in OBJECT_ADAPTERS:
+            return OBJECT_ADAPTERS[token][0].framework in self.enabled
         return POD_FRAMEWORK in self.enabled or any(f in self.enabled for f in POD_BASED)
 
     # --- what to look at ---
@@ -81,8 +101,8 @@ class FrameworkIntegration:
         if obj is None:
             return
         ns, name = obj.metadata.namespace, obj.metadata.name
-        if kind == "jobset":
-            self._mark_if_on(("jobset", ns, name), obj)
+        if kind in OBJECT_ADAPTERS:
+            self._mark_if_on((kind, ns, name), obj)
         elif kind == "pod":
             if old is not None and (g := group_name(old)) and (members := self._groups.get((ns, g))) is not None:
                 members.discard(name)
@@ -97,9 +117,13 @@ class FrameworkIntegration:
             key = self._workload_key(obj)
             if key is not None:
                 self.mark(key)
+        elif kind in ("clustertrainingruntime", "trainingruntime"):
+            for job in self.objects.all("trainjob"):
+                self.mark(("trainjob", job.metadata.namespace, job.metadata.name))
         elif kind in ("resourceflavor", "workloadpriorityclass", "priorityclass"):
-            for js in self.objects.all("jobset"):
-                self.mark(("jobset", js.metadata.namespace, js.metadata.name))
+            for token in OBJECT_ADAPTERS:
+                for obj in self.objects.all(token):
+                    self.mark((token, obj.metadata.namespace, obj.metadata.name))
 
     def _mark_if_on(self, key: Key, obj: Any) -> None:
         if self._on(key[0]):
@@ -111,11 +135,12 @@ class FrameworkIntegration:
 
     def _workload_key(self, wl: Workload) -> Key | None:
         ref = wl.metadata.controller_ref()
-        if ref is None:
-            return None
         ns = wl.metadata.namespace
-        if ref.kind == "JobSet":
-            return ("jobset", ns, ref.name)
+        if ref is None:  # a MultiKueue copy not adopted yet: the JobSet labelled with its name
+            js = self.objects.using_prebuilt("jobset", ns, wl.metadata.name)
+            return ("jobset", ns, js.metadata.name) if js is not None else None
+        if ref.kind in _BY_KIND:
+            return (_BY_KIND[ref.kind], ns, ref.name)
         if ref.kind == "Pod" and wl.metadata.name == PodAdapter().workload_name(
             PodGroup(namespace=ns, name=ref.name, group=False, pods=(Pod(metadata=ObjectMeta(uid=ref.uid)),))
         ):
@@ -182,13 +207,18 @@ class FrameworkIntegration:
         """The adapter's view of the key from the cache, and its Workload."""
         token, ns, name = key
         ad = self.adapters[token]
-        if token == "jobset":
-            js: JobSet | None = self.objects.get("jobset", ns, name)
+        if token in OBJECT_ADAPTERS:
+            js: Any | None = self.objects.get(token, ns, name)
             if js is None:
-                return None, self._orphan("JobSet", ns, name)
-            if managed_elsewhere(js):
+                return None, self._orphan(ad.kind, ns, name)
+            if token == "jobset" and (prebuilt := js.metadata.labels.get(PREBUILT_WORKLOAD_LABEL)):
+                return js, self.objects.get("workload", ns, prebuilt)
+            if OBJECT_ADAPTERS[token][1](js):
                 return None, None
-            owned = [w for w in self.objects.workloads_of(js.metadata.uid) if ad.owns(w, js)]
+            uid = js.metadata.uid
+            if token == "trainjob":  # the adapter sees the TrainJob with its runtime
+                js = TrainJobView(job=js, runtime=self._runtime(js))
+            owned = [w for w in self.objects.workloads_of(uid) if ad.owns(w, js)]
             live = [w for w in owned if w.metadata.deletion_timestamp is None]
             found = live or owned
             return js, found[0] if found else None
@@ -205,6 +235,14 @@ class FrameworkIntegration:
         pods = tuple(p for m in members if (p := self.objects.get("pod", ns, m)) is not None and is_queued_pod(p))
         wl = self.objects.get("workload", ns, name)
         return (PodGroup(namespace=ns, name=name, group=True, pods=pods) if pods else None), wl
+
+    def _runtime(self, job: TrainJob) -> TrainingRuntimeSpec | None:
+        ref = job.spec.runtime_ref
+        if ref.kind == "TrainingRuntime":
+            found = self.objects.get("trainingruntime", job.metadata.namespace, ref.name)
+        else:
+            found = self.objects.get("clustertrainingruntime", "", ref.name)
+        return found.spec if found is not None else None
 
     def _orphan(self, kind: str, ns: str, name: str) -> Workload | None:
         """The Workload a vanished object controlled (to release its quota and let it go); a scan,
@@ -224,10 +262,17 @@ class FrameworkIntegration:
             if wl is None:
                 return None
             step = generic.reconcile_orphan(wl, now)
+        elif not namespace_managed(self.policy, key[1], self.objects.namespace_labels(key[1])):
+            return None  # not Kueue's (managedJobsNamespaceSelector)
         else:
-            step = generic.reconcile(self.adapters[key[0]], job, wl, self.objects.flavors(),
-                                     self.objects.priority_classes(), self.objects.pod_priority_classes(), now,
-                                     wait_for_pods_ready=self.wait_for_pods_ready)
+            ad = self.adapters[key[0]]
+            unlabelled = all(manages_unlabelled(self.policy, p.metadata) for p in job.pods) if isinstance(
+                job, PodGroup) else manages_unlabelled(self.policy, ad.meta(job))
+            first = generic.prebuilt(ad, job, wl, now) if key[0] == "jobset" and _prebuilt_name(job) else None
+            step = first if first is not None else generic.reconcile(
+                ad, job, wl, self.objects.flavors(), self.objects.priority_classes(),
+                self.objects.pod_priority_classes(), now, wait_for_pods_ready=self.wait_for_pods_ready,
+                manage_unlabelled=unlabelled)
         if isinstance(step, Skip):
             self._say(key, step.reason)
             return None
@@ -253,3 +298,6 @@ class FrameworkIntegration:
                 self._said.add(said)
                 self.log.warning("cannot queue yet", key=key, reason=reason)
 
+
+def _prebuilt_name(js: JobSet) -> str:
+    return js.metadata.labels.get(PREBUILT_WORKLOAD_LABEL, "")

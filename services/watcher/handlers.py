@@ -38,7 +38,7 @@ from kq.messages import (
 from kq.obs import consumer_span, get_logger
 from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Place, TemporaryError
 from services.watcher.apply import apply_action, read
-from services.watcher.core.commands import STALE_EPOCH, plan_command, target_ref
+from services.watcher.core.commands import FINISHED, STALE_EPOCH, plan_command, target_ref
 from services.watcher.core.writes import Refusal, Skip
 from services.watcher.events import EventWriter
 from services.watcher.objects import ClusterObjects
@@ -218,7 +218,9 @@ class CommandExecutor:
             plan = plan_command(cmd, current, max_epoch, rfc3339_seconds(self.bus.clock.now()))
             rv = current.metadata.resource_version if current is not None else ""
             if isinstance(plan, (Skip, Refusal)):
-                if not fresh and plan.reason != STALE_EPOCH:  # conclude only on the server's word
+                # Conclude only on the server's word, unless the cache's word is final: a stale epoch,
+                # or a Workload (of the command's uid) already Finished, which nothing un-finishes.
+                if not fresh and plan.reason not in (STALE_EPOCH, FINISHED):
                     current, fresh = await self._read(kind, ns, name), True
                     continue
                 if isinstance(plan, Refusal):

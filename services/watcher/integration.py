@@ -23,6 +23,7 @@ from kq.obs import context_from_annotations, get_logger
 from services.watcher.apply import apply_action, read, with_trace
 from services.watcher.core import jobs as core
 from services.watcher.core.job_pods import owned_by
+from services.watcher.core.managed import JobPolicy, default_selector, manages_unlabelled, namespace_managed
 from services.watcher.core.writes import Delete, Skip
 from services.watcher.objects import ClusterObjects
 
@@ -33,8 +34,10 @@ NEEDED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass", "p
 class JobIntegration:
     def __init__(self, client: KubeClient, objects: ClusterObjects, *, workers: int, max_steps: int,
                  retry_base_s: float = 0.2, retry_max_s: float = 5.0, clock: Clock = SYSTEM_CLOCK,
-                 wait_for_pods_ready: bool = False, tracer: Tracer | None = None) -> None:
+                 wait_for_pods_ready: bool = False, tracer: Tracer | None = None,
+                 policy: JobPolicy | None = None) -> None:
         self.client = client
+        self.policy = policy or JobPolicy(namespace_selector=default_selector("kueue-system"))
         self.tracer = tracer or NoOpTracer()
         self.clock = clock
         self.wait_for_pods_ready = wait_for_pods_ready  # keep the Workloads' PodsReady condition
@@ -147,6 +150,9 @@ class JobIntegration:
     async def _steps(self, kind: str, key: WorkKey, job: Job | None, wl: Workload | None) -> float | None:
         if kind == "job" and job is None:
             return None
+        if job is not None and not namespace_managed(self.policy, job.metadata.namespace,
+                                                     self.objects.namespace_labels(job.metadata.namespace)):
+            return None  # not Kueue's (managedJobsNamespaceSelector)
         if kind == "workload":
             if wl is None:
                 return None
@@ -157,7 +163,8 @@ class JobIntegration:
             if job is not None:
                 step = core.reconcile_job(job, wl, self.objects.flavors(), self.objects.priority_classes(), now,
                                           self.objects.pod_priority_classes(),
-                                          wait_for_pods_ready=self.wait_for_pods_ready)
+                                          wait_for_pods_ready=self.wait_for_pods_ready,
+                                          manage_unlabelled=manages_unlabelled(self.policy, job.metadata))
             else:
                 assert wl is not None
                 step = core.reconcile_unowned_workload(wl, now)

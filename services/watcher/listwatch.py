@@ -58,6 +58,7 @@ class KindLoop:
         self.clock = clock
         self.last_rv = ""
         self.lists = 0  # full lists done (tests watch re-lists)
+        self.unserved = False  # the kind was not served at the first list
         self.log = get_logger("kq.watcher.listwatch", cluster=cluster, kind=kind)
         self._typed = objects.caches(kind)
 
@@ -70,8 +71,8 @@ class KindLoop:
                 await self._watch_until_gone()
             except asyncio.CancelledError:
                 raise
-            except NotFound as e:  # the kind is not served (no such CRD): look again later
-                self.log.warning("kind not served; retrying", error=str(e))
+            except NotFound as e:  # the kind is not served (no such CRD): none exist; look again later
+                await self._unserved(str(e))
                 await self.clock.sleep(self.retry_max_s)
             except KubeError as e:
                 wait = retry_delay(e, delay)
@@ -114,6 +115,19 @@ class KindLoop:
         self.last_rv = rv
         self.lists += 1
         self.log.info("listed", count=len(records), resource_version=rv)
+
+    async def _unserved(self, error: str) -> None:
+        """A kind the cluster does not serve (a framework whose CRD is not installed) has no objects:
+        said once, and counted as listed so that the watcher's readiness does not wait for it."""
+        if self.lists or self.unserved:
+            return
+        self.unserved = True
+        self.log.info("kind not served; counted as empty, looking again later", error=error)
+        if self._typed:
+            for gone in self.objects.replace_all(self.kind, []):
+                self.on_change(self.kind, gone, None)
+            self.on_change(self.kind, None, None)
+        await self.publisher.put(SyncMarker(cluster=self.cluster, kind=self.kind, resource_version="", count=0))
 
     async def _enqueue(self, r: Record) -> None:
         if r.deleted:

@@ -21,8 +21,12 @@ from kq.obs import get_logger
 CACHED_KINDS = (
     "job", "workload", "resourceflavor", "workloadpriorityclass", "priorityclass", "clusterqueue", "localqueue",
     "jobset", "pod", "node",  # the framework integrations (frameworks.py), the TAS ungater
+    "namespace",  # managedJobsNamespaceSelector
+    "pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob", "rayjob", "raycluster",
+    "trainjob", "trainingruntime", "clustertrainingruntime", "appwrapper",
 )
 NsName = tuple[str, str]
+_PREBUILT_KINDS = ("job", "jobset")
 
 
 class ClusterObjects:
@@ -30,6 +34,8 @@ class ClusterObjects:
         self.cluster = cluster
         self._objs: dict[str, dict[NsName, Any]] = {k: {} for k in CACHED_KINDS}
         self._owned: dict[str, set[NsName]] = {}  # controller uid -> workloads it controls
+        # (kind, namespace, prebuilt workload) -> names of the Jobs/JobSets labelled with it (MultiKueue copies)
+        self._prebuilt: dict[tuple[str, str, str], set[str]] = {}
         self.synced: set[str] = set()
         self.log = get_logger("kq.watcher.objects", cluster=cluster)
 
@@ -52,6 +58,10 @@ class ClusterObjects:
             ref = obj.metadata.controller_ref()
             if ref is not None:
                 self._owned.setdefault(ref.uid, set()).add(key)
+        elif kind in _PREBUILT_KINDS:
+            self._unindex_prebuilt(kind, table.get(key))
+            if wl := obj.metadata.labels.get(PREBUILT_WORKLOAD_LABEL):
+                self._prebuilt.setdefault((kind, key[0], wl), set()).add(key[1])
         table[key] = obj
 
     def remove(self, kind: str, namespace: str, name: str) -> Any | None:
@@ -59,7 +69,18 @@ class ClusterObjects:
         old = self._objs[kind].pop(key, None)
         if kind == "workload":
             self._unindex(old, key)
+        elif kind in _PREBUILT_KINDS:
+            self._unindex_prebuilt(kind, old)
         return old
+
+    def _unindex_prebuilt(self, kind: str, old: Any | None) -> None:
+        if old is None or not (wl := old.metadata.labels.get(PREBUILT_WORKLOAD_LABEL)):
+            return
+        ikey = (kind, old.metadata.namespace, wl)
+        if (names := self._prebuilt.get(ikey)) is not None:
+            names.discard(old.metadata.name)
+            if not names:
+                del self._prebuilt[ikey]
 
     def _unindex(self, old: Workload | None, key: NsName) -> None:
         if old is None:
@@ -89,15 +110,23 @@ class ClusterObjects:
         table = self._objs[kind]
         return [table[k] for k in sorted(table)]
 
+    def namespace_labels(self, name: str) -> dict[str, str] | None:
+        ns = self._objs["namespace"].get(("", name))
+        return dict(ns.metadata.labels) if ns is not None else None
+
     def job(self, namespace: str, name: str) -> Job | None:
         return self._objs["job"].get((namespace, name))
 
     def job_using_prebuilt(self, namespace: str, workload: str) -> Job | None:
-        """The Job labelled with this prebuilt Workload name, if any (few: MultiKueue workers)."""
-        for (ns, _), job in sorted(self._objs["job"].items()):
-            if ns == namespace and job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL) == workload:
-                return job
-        return None
+        """The Job labelled with this prebuilt Workload name, if any (MultiKueue workers)."""
+        return self.using_prebuilt("job", namespace, workload)
+
+    def using_prebuilt(self, kind: str, namespace: str, workload: str) -> Any | None:
+        """The Job or JobSet labelled with this prebuilt Workload name, if any (the first by name)."""
+        names = self._prebuilt.get((kind, namespace, workload))
+        if not names:
+            return None
+        return self._objs[kind].get((namespace, min(names)))
 
     def workloads_of(self, owner_uid: str) -> list[Workload]:
         table = self._objs["workload"]

@@ -14,10 +14,11 @@ from contextlib import AsyncExitStack
 import msgspec
 
 from kq import subjects
-from kq.config import ClusterConfig, Config
+from kq.config import ClusterConfig, Config, KueueConfig
 from kq.kube import KubeClient
 from kq.obs import get_logger
 from kq.runtime import Bus
+from services.watcher.core.managed import JobPolicy, default_selector
 from services.watcher.frameworks import FrameworkIntegration
 from services.watcher.handlers import CommandExecutor
 from services.watcher.integration import NEEDED_KINDS, JobIntegration
@@ -42,7 +43,8 @@ class ClusterWatcher:
     """Everything the watcher does for one cluster."""
 
     def __init__(self, bus: Bus, cluster: str, client: KubeClient, settings: WatcherSettings, *,
-                 job_integration: bool = True, frameworks: frozenset[str] = frozenset()) -> None:
+                 job_integration: bool = True, frameworks: frozenset[str] = frozenset(),
+                 policy: JobPolicy | None = None) -> None:
         self.bus = bus
         self.cluster = cluster
         self.client = client
@@ -53,7 +55,7 @@ class ClusterWatcher:
         self.jobs = JobIntegration(client, self.objects, workers=settings.job_workers, max_steps=settings.max_job_steps,
                                    retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
                                    clock=bus.clock, wait_for_pods_ready=bool(settings.wait_for_pods_ready),
-                                   tracer=bus.tracer)
+                                   tracer=bus.tracer, policy=policy)
         self.commands = CommandExecutor(bus, cluster, client, self.objects, concurrency=settings.command_concurrency,
                                         max_replans=settings.max_replans)
         kinds = settings.mirrored_kinds()
@@ -63,7 +65,8 @@ class ClusterWatcher:
         self.frameworks = FrameworkIntegration(client, self.objects, frameworks, workers=settings.job_workers,
                                                retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
                                                clock=bus.clock,
-                                               wait_for_pods_ready=bool(settings.wait_for_pods_ready))
+                                               wait_for_pods_ready=bool(settings.wait_for_pods_ready),
+                                               policy=policy)
         # JobSets, pods and the rest: on when their kinds are mirrored (the switches per framework are inside).
         self.integrate_frameworks = all(kind in kinds for kind in self.frameworks.needed_kinds)
         self.ungater = TopologyUngater(client, self.objects, retry_s=settings.retry_base_s)
@@ -119,7 +122,8 @@ async def _mark_ready_when_synced(bus: Bus, watchers: list[ClusterWatcher]) -> N
 
 async def connect_clusters(stack: AsyncExitStack, bus: Bus, clusters: tuple[ClusterConfig, ...],
                            settings: WatcherSettings, *, job_integration: bool = True,
-                           frameworks: frozenset[str] = frozenset()) -> list[ClusterWatcher]:
+                           frameworks: frozenset[str] = frozenset(),
+                           policy: JobPolicy | None = None) -> list[ClusterWatcher]:
     if not clusters:
         raise ValueError("watcher: no clusters configured (config `clusters`)")
     watchers: list[ClusterWatcher] = []
@@ -127,7 +131,7 @@ async def connect_clusters(stack: AsyncExitStack, bus: Bus, clusters: tuple[Clus
         client = await KubeClient.from_kubeconfig(c.kubeconfig)
         stack.push_async_callback(client.close)
         watchers.append(ClusterWatcher(bus, c.name, client, settings, job_integration=job_integration,
-                                       frameworks=frameworks))
+                                       frameworks=frameworks, policy=policy))
     return watchers
 
 
@@ -138,6 +142,14 @@ async def run_watchers(bus: Bus, watchers: list[ClusterWatcher]) -> None:
         tg.create_task(_mark_ready_when_synced(bus, watchers), name="watcher:ready")
 
 
+def job_policy(kueue: KueueConfig) -> JobPolicy:
+    """Kueue's manageJobsWithoutQueueName and managedJobsNamespaceSelector (defaulted as Kueue does)."""
+    selector = kueue.managed_jobs_namespace_selector
+    return JobPolicy(manage_without_queue_name=kueue.manage_jobs_without_queue_name,
+                     namespace_selector=selector if selector is not None
+                     else default_selector(kueue.namespace or "kueue-system"))
+
+
 async def main(bus: Bus, config: Config, settings: WatcherSettings | None = None) -> None:
     settings = settings or config.watcher
     if settings.wait_for_pods_ready is None:
@@ -146,5 +158,5 @@ async def main(bus: Bus, config: Config, settings: WatcherSettings | None = None
     async with AsyncExitStack() as stack:
         watchers = await connect_clusters(stack, bus, config.clusters, settings,
                                           job_integration=config.kueue.job_integration(),
-                                          frameworks=config.kueue.frameworks())
+                                          frameworks=config.kueue.frameworks(), policy=job_policy(config.kueue))
         await run_watchers(bus, watchers)

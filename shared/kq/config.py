@@ -36,6 +36,7 @@ __all__ = [
     "ClusterConfig",
     "Config",
     "ConfigError",
+    "config_path_from_env",
     "FairSharing",
     "HttpConfig",
     "KueueConfig",
@@ -205,6 +206,8 @@ def _env_overrides(raw: dict) -> dict:
         raw["instance"] = inst
     if lvl := os.environ.get("KQ_LOG_LEVEL"):
         raw["logLevel"] = lvl
+    if exporter := os.environ.get("OTEL_TRACES_EXPORTER"):  # OpenTelemetry's own variable: none|console|otlp
+        raw["otelExporter"] = exporter
     if port := os.environ.get("KQ_HTTP_PORT"):
         if not port.isdigit():
             raise ConfigError(f"KQ_HTTP_PORT: not a port number: {port!r}")
@@ -244,6 +247,11 @@ def _field_first(message: str) -> str:
     whole path first ("kueue.waitForPodsReady.timeout: negative ..."), as the user wrote it."""
     m = _CHECK_AT.match(message)
     return f"{m['path']}.{m['field']}: {m['what']}" if m else message
+
+
+def config_path_from_env() -> str | None:
+    """$KQ_CONFIG: the config file every service (and `kq dashboard` in deploy/) reads."""
+    return os.environ.get("KQ_CONFIG") or None
 
 
 def load_config(path: str | None = None) -> Config:

@@ -26,7 +26,10 @@ KIND = "Configuration"
 JOB_FRAMEWORK = "batch/job"
 # The job integrations kq has (Kueue's framework names); the others are refused by name.
 KQ_FRAMEWORKS = frozenset((JOB_FRAMEWORK, "jobset.x-k8s.io/jobset", "pod", "deployment", "statefulset",
-                           "leaderworkerset.x-k8s.io/leaderworkerset"))
+                           "leaderworkerset.x-k8s.io/leaderworkerset", "kubeflow.org/pytorchjob",
+                           "kubeflow.org/tfjob", "kubeflow.org/xgboostjob", "kubeflow.org/paddlejob",
+                           "kubeflow.org/jaxjob", "kubeflow.org/mpijob", "ray.io/rayjob", "ray.io/raycluster",
+                           "trainer.kubeflow.org/trainjob", "workload.codeflare.dev/appwrapper"))
 # What Kueue's release manifest (config/components/manager/controller_manager_config.yaml) enables:
 # kq's default when `integrations.frameworks` is not given, so that a fresh `kq up` behaves as an
 # installed Kueue does.
@@ -48,6 +51,8 @@ FIELD_USERS: dict[str, str] = {
     "multiKueue.clusterProfile": "-",  # no service: kubeconfigs only (Secret or Path)
     "objectRetentionPolicies.workloads": "gc",
     "integrations.frameworks": "watcher",
+    "manageJobsWithoutQueueName": "watcher",  # and kubesim's stand-in for Kueue's webhooks
+    "managedJobsNamespaceSelector": "watcher",
 }
 
 # Kueue's feature gates (pkg/features); kq acts on none of them, and refuses a name Kueue does not know.

@@ -12,7 +12,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from kq.api.core import JobStatus
+from kq.api.core import JobSetStatus, JobStatus
 from kq.api.events import ObjectReference
 from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus
 from kq.api.meta import Condition
@@ -53,6 +53,9 @@ class AdmitWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="AdmitWorkl
     # Admission checks the workload must pass (status.admissionChecks, each starting Pending), as
     # the ClusterQueue's admissionChecksStrategy selects them for the assigned flavors.
     admission_checks: tuple[str, ...] = ()
+    # TAS node failure: the workload already holds this quota; only its pod sets' topology
+    # assignments change (the failed node replaced) and status.unhealthyNodes is cleared.
+    replace_topology: bool = False
 
 
 class EvictWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="EvictWorkload"):
@@ -153,6 +156,15 @@ class SyncJobStatus(_Command, frozen=True, kw_only=True, tag="SyncJobStatus"):
     status: JobStatus
 
 
+class SyncJobSetStatus(_Command, frozen=True, kw_only=True, tag="SyncJobSetStatus"):
+    """Copy a worker JobSet's status onto the manager's JobSet (managed by MultiKueue)."""
+
+    namespace: str
+    name: str
+    uid: str
+    status: JobSetStatus
+
+
 class SetActiveCondition(_Command, frozen=True, kw_only=True, tag="SetActiveCondition"):
     """The Active condition of an AdmissionCheck or MultiKueueCluster (cluster-scoped)."""
 
@@ -178,13 +190,15 @@ Command = (
     | FinishWorkload
     | DeleteWorkload
     | SyncJobStatus
+    | SyncJobSetStatus
     | SetActiveCondition
     | RecordEvent
     | Fence
 )
 
 CommandKind = Literal[
-    "workload", "clusterqueue", "localqueue", "event", "fence", "job", "admissioncheck", "multikueuecluster"
+    "workload", "clusterqueue", "localqueue", "event", "fence", "job", "admissioncheck", "multikueuecluster",
+    "jobset",
 ]
 
 COMMAND_KIND: dict[type, CommandKind] = {
@@ -200,6 +214,7 @@ COMMAND_KIND: dict[type, CommandKind] = {
     FinishWorkload: "workload",
     DeleteWorkload: "workload",
     SyncJobStatus: "job",
+    SyncJobSetStatus: "jobset",
     RecordEvent: "event",
     Fence: "fence",
 }
@@ -222,6 +237,7 @@ CommandType = Literal[
     "FinishWorkload",
     "DeleteWorkload",
     "SyncJobStatus",
+    "SyncJobSetStatus",
     "SetActiveCondition",
     "RecordEvent",
     "Fence",
@@ -251,6 +267,7 @@ COMMAND_TYPE: dict[type, CommandType] = {
     FinishWorkload: "FinishWorkload",
     DeleteWorkload: "DeleteWorkload",
     SyncJobStatus: "SyncJobStatus",
+    SyncJobSetStatus: "SyncJobSetStatus",
     SetActiveCondition: "SetActiveCondition",
     RecordEvent: "RecordEvent",
     Fence: "Fence",
@@ -396,3 +413,14 @@ class MkNomination(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 mk_nomination_decoder = msgspec.json.Decoder(MkNomination)
+
+
+# --- schema version -----------------------------------------------------------------------------
+# Every message published through kq.runtime.bus carries `Kq-Schema: <SCHEMA_VERSION>`. Within one
+# version changes are additive only: a field added to a message has a default, no field is removed
+# or retyped, and readers ignore fields they do not know (msgspec's default). So during a rolling
+# upgrade a newer service reads an older one's messages, and an older one a newer one's.
+# tests/unit/test_message_schema.py pins each message's required fields; a change that breaks
+# older messages must bump the version.
+SCHEMA_VERSION = 1
+SCHEMA_HEADER = "Kq-Schema"

@@ -76,6 +76,7 @@ class NatsServer:
         self._pid_file = Path(pid_file) if pid_file is not None else None
         self._extra_args = extra_args
         self._proc: subprocess.Popen[bytes] | None = None
+        self.argv: tuple[str, ...] = ()
         self._tmp: str | None = None
         self.store_dir: Path | None = None
         self.log_file: Path | None = None
@@ -119,6 +120,7 @@ class NatsServer:
         if self._pid_file is not None:
             args += ["-P", str(self._pid_file)]
         args += list(self._extra_args)
+        self.argv = tuple(args)
         try:
             self._proc = subprocess.Popen(
                 args,

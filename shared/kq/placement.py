@@ -68,6 +68,14 @@ class SolveRequest(_Msg, frozen=True, kw_only=True):
     uid: str
     pod_sets: tuple[PodSetPlacementRequest, ...]
     candidates: tuple[Candidate, ...] = ()
+    # The KQ_OBJECTS sequence of the newest Workload record of this cluster the asker had applied
+    # (0: unknown). tas answers from a view at least that new, so a victim or a finished workload
+    # admission already saw released is released in the solver too (bounded wait; see tas).
+    as_of: int = 0
+    # Node failure: the workload is admitted with a placement that uses this (failed) node; answer
+    # with its pod sets' assignments where the pods on it are replaced (the others stay), or
+    # NoReplacement.
+    repair_node: str = ""
 
 
 class PodSetTopology(_Msg, frozen=True, kw_only=True):
@@ -104,6 +112,9 @@ class PlacementHeld(_Msg, frozen=True, kw_only=True, tag="PlacementHeld", tag_fi
     at: float  # the tas service's clock when it answered (holds lapse `hold_ttl_s` later)
     flavor: str
     domains: tuple[HeldDomain, ...]
+    # A node failure repaired: the whole workload's new placement, held over its status (which
+    # still names the failed node) until the status shows the repair.
+    repair_node: str = ""
 
 
 class PlacementReleased(_Msg, frozen=True, kw_only=True, tag="PlacementReleased", tag_field="type"):

@@ -12,9 +12,11 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
+import yaml
 from support.wait import eventually
 
 from kq.kube import KubeClient
@@ -210,3 +212,37 @@ async def test_get_and_describe_a_workload(stack_dir: Path) -> None:
 
     run = await kq(stack_dir, "get", "wl", "no-such-wl")
     assert run.code == 1 and 'workloads.kueue.x-k8s.io "no-such-wl" not found' in run.err
+
+
+async def test_the_dashboard_command_serves_the_stacks_queues(stack_dir: Path) -> None:
+    """`kq dashboard` as a user runs it: the local stack's bus, a free port, the page and its state."""
+    import aiohttp
+
+    client = await KubeClient.from_kubeconfig(read_state(stack_dir).cluster("manager").kubeconfig)
+    try:
+        await client.create("clusterqueue", None, yaml.safe_load(CQ % "cq-dash"))
+    finally:
+        await client.close()
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "kq.cli", "dashboard", "--port", "0",
+                                                "--dir", str(stack_dir), stdout=asyncio.subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert line.startswith("kq dashboard for cluster manager on http://127.0.0.1:"), line
+        url = line.split()[-1]
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url) as page:
+                assert page.status == 200 and "<title>kq dashboard</title>" in await page.text()
+
+            async def shows_the_queue() -> dict[str, Any]:
+                async with http.get(url + "readyz") as ready:
+                    assert ready.status == 200
+                async with http.get(url + "api/state") as resp:
+                    state = await resp.json()
+                return next(c for c in state["cluster_queues"] if c["name"] == "cq-dash")
+
+            card = await eventually(shows_the_queue, timeout=30, what="cq-dash on the dashboard")
+        assert [(b["flavor"], b["resource"], b["nominal"]) for b in card["bars"]] == [("default-flavor", "cpu", "4")]
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 10)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -83,6 +85,23 @@ async def test_up_apply_get_down(tmp_path: Path) -> None:
         assert procs["watcher"]["STATE"] == "running"
         # Every service serves /readyz and /metrics on a port of its own (KQ_HTTP_PORT=0).
         assert (procs["watcher"]["READY"], procs["admission"]["READY"]) == ("ready", "ready"), status.out
+        assert procs["watcher"]["RESTARTS"] == "0" and procs["supervisor"]["STATE"] == "running"
+
+        # Supervision: a watcher killed with SIGKILL is started again (as the kubelet restarts a
+        # container) and `kq status` counts the restart.
+        old_pid = int(procs["watcher"]["PID"])
+        os.kill(old_pid, signal.SIGKILL)
+
+        async def restarted() -> dict[str, str]:
+            st = await kq("status", cwd=tmp_path)
+            row = {r["PROCESS"]: r for r in table(st.out.split("\n\n", 1)[1])}["watcher"]
+            assert (st.code, row["RESTARTS"], row["STATE"], row["READY"]) == (0, "1", "running", "ready"), st
+            return row
+
+        row = await eventually(restarted, timeout=30, what="the killed watcher restarted")
+        assert int(row["PID"]) != old_pid
+        status = await kq("status", cwd=tmp_path)
+        procs = {r["PROCESS"]: r for r in table(status.out.split("\n\n", 1)[1])}
         metrics_urls = {name: procs[name]["METRICS"] for name in ("watcher", "admission")}
 
         applied = await kq("apply", "-f", str(EXAMPLES / "single-clusterqueue-setup.yaml"), cwd=tmp_path)

@@ -56,13 +56,9 @@ WRONG_EXAMPLES = {
 }
 
 
-# Known intermittent failures, each an open defect named in issue #9's notes (not strict: they
-# pass most runs). TAS preemption sometimes finds no victim: the victim's bound pod seems to be
-# counted beside its hold, so removing the hold does not free the node.
-FLAKY = {
-    "tas-example-preempt-on-full-node": "TAS preemption sometimes finds no victim (open defect, issue #9)",
-    "tas-preemption-evicts-only-what-is-needed": "TAS preemption sometimes finds no victim (open defect, issue #9)",
-}
+# Known intermittent failures, each an open defect named in its issue's notes (not strict: they
+# pass most runs). Empty: the TAS preemption "no victim" defect of issue #9 is fixed.
+FLAKY: dict[str, str] = {}
 
 
 def _param(p: Path) -> ParameterSet:

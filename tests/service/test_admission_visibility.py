@@ -95,3 +95,18 @@ async def test_pending_workloads_with_positions_in_queue_order(bus: Bus, nats_co
         code, out, err = await kq(nats_config.url, "describe", "workload", "demo/w-a")
         assert code == 0, err
         assert "Position:" in out and "2 in its ClusterQueue, 1 in LocalQueue lq" in out, out
+
+        # kueuectl's list: each pending workload at its position in its LocalQueue, filters as kueuectl's
+        code, out, err = await kq(nats_config.url, "list", "workloads", "-n", "demo", "--status", "pending")
+        assert code == 0, err
+        header, *rows = out.splitlines()
+        assert "POSITION IN QUEUE" in header
+        assert [r.split()[:5] for r in rows] == [["w-a", "lq", "cq", "PENDING", "1"], ["w-b", "lq2", "cq", "PENDING", "0"],
+                                                 ["w-c", "lq", "cq", "PENDING", "2"], ["w-d", "lq", "cq", "PENDING", "0"]]
+        code, out, err = await kq(nats_config.url, "list", "workloads", "-n", "demo", "-q", "lq2")
+        assert code == 0 and [r.split()[0] for r in out.splitlines()[1:]] == ["w-b"], (out, err)
+        code, out, err = await kq(nats_config.url, "list", "wl", "-A", "-c", "cq", "--status", "admitted")
+        assert code == 0, err
+        assert [r.split()[:5] for r in out.splitlines()[1:]] == [["demo", "running", "lq", "cq", "ADMITTED"]]
+        code, _, err = await kq(nats_config.url, "list", "workloads", "--status", "sleeping")
+        assert code == 1 and "--status" in err

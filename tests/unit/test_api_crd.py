@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import msgspec
 import pytest
 import yaml
 
-from kq.api import encode_object, load_documents
+from kq.api import KINDS, encode_object, load_documents
 from kq.api.crd import QUANTITY_PATTERN, all_crds, render_crds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,8 +157,14 @@ def test_every_kueue_kind_has_a_crd():
     for crd in all_crds():
         spec = crd["spec"]
         assert crd["metadata"]["name"] == f"{spec['names']['plural']}.kueue.x-k8s.io"
-        (version,) = spec["versions"]
+        version, old = spec["versions"]
         assert version["name"] == "v1beta2" and version["served"] and version["storage"]
+        assert old["name"] == "v1beta1" and old["served"] and not old["storage"]  # as Kueue serves them
+        assert old.get("subresources") == version.get("subresources")
+        hook = spec["conversion"]["webhook"]
+        assert spec["conversion"]["strategy"] == "Webhook" and hook["conversionReviewVersions"] == ["v1"]
+        assert hook["clientConfig"]["service"]["path"] == "/convert"
+        assert crd["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "kq-system/kq-conversion-webhook"
         kind = spec["names"]["kind"]
         has_status = kind not in ("ResourceFlavor", "Topology", "MultiKueueConfig", "WorkloadPriorityClass")
         assert ("subresources" in version) is has_status, kind
@@ -185,8 +192,8 @@ def _schema_problems(node: dict[str, Any], path: str) -> list[str]:
 
 @pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["spec"]["names"]["kind"])
 def test_schemas_are_structural(crd):
-    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    assert _schema_problems(schema, "") == []
+    for version in crd["spec"]["versions"]:
+        assert _schema_problems(version["schema"]["openAPIV3Schema"], version["name"]) == []
 
 
 @pytest.mark.parametrize("obj", LOADED, ids=lambda o: o.kind_info.kind)
@@ -226,3 +233,54 @@ def test_pod_templates_keep_unmodelled_fields():
     assert container["x-kubernetes-preserve-unknown-fields"] is True
     docs = [d for d in yaml.safe_load_all(COMMITTED.read_text()) if d]
     assert [d["kind"] for d in docs] == ["CustomResourceDefinition"] * len(all_crds())
+
+
+@pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["spec"]["names"]["kind"])
+def test_printer_columns_name_fields_the_schema_has(crd):
+    """`kubectl get cq` reads well: every Kueue kind has columns, and each column's path is a real field
+    of the type the column says (a typo would print an empty column forever)."""
+    import re
+
+    version, old = crd["spec"]["versions"]
+    columns = version.get("additionalPrinterColumns")
+    assert columns, "no printer columns"
+    assert [c["name"] for c in old["additionalPrinterColumns"]] == [c["name"] for c in columns]  # v1beta1 too
+    schema = version["schema"]["openAPIV3Schema"]
+    for col in columns:
+        if col["name"] == "Age":  # metadata is the API server's, not in the schema
+            assert col["jsonPath"] == ".metadata.creationTimestamp"
+            continue
+        node = schema
+        for name, filt in re.findall(r"\.([A-Za-z]+)(\[\?\(.*?\)\])?", col["jsonPath"]):
+            assert name in node.get("properties", {}), f"{col['jsonPath']}: no {name!r}"
+            node = node["properties"][name]
+            if filt:  # a filter picks list items: descend into them
+                assert node["type"] == "array", col
+                node = node["items"]
+        want = {"string": {"string"}, "integer": {"integer"}}[col["type"]]
+        assert node.get("type") in want, (col, node)
+
+
+def _undescribed(node: dict[str, Any], path: str, depth: int) -> list[str]:
+    out = []
+    for name, sub in node.get("properties", {}).items():
+        where = f"{path}.{name}"
+        if not sub.get("description"):
+            out.append(where)
+        if depth < 3:
+            out += _undescribed(sub.get("items", sub), where, depth + 1)
+    return out
+
+
+@pytest.mark.parametrize("crd", all_crds(), ids=lambda c: c["spec"]["names"]["kind"])
+def test_kubectl_explain_describes_every_field(crd):
+    """The kind, and every field of spec, status and the top level three levels down, say what they are."""
+    from kq.api.crd_docs import FIELD_DOCS
+
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert schema.get("description"), "the kind itself"
+    top = {k: v for k, v in schema["properties"].items() if k not in ("apiVersion", "kind", "metadata")}
+    assert _undescribed({"properties": top}, crd["spec"]["names"]["kind"], 0) == []
+    known = {(n, p) for i in KINDS for n, d in msgspec.json.schema_components([i.type])[1].items()
+             for p in d.get("properties", {})}
+    assert set(FIELD_DOCS) <= known, set(FIELD_DOCS) - known  # no entry for a field that does not exist

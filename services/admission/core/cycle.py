@@ -422,4 +422,5 @@ def run_cycle(p: Parts, now: float, report_status: bool = True) -> CycleResult:
         cluster_queues=cq_status,
         local_queues=lq_status,
         placements=tuple(p.placements.take()),
+        repairs=tuple(p.placements.take_repairs()),
     )

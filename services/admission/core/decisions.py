@@ -33,6 +33,19 @@ class AdmissionDecision(_Out, frozen=True, kw_only=True):
     message: str
 
 
+class TopologyRepair(_Out, frozen=True, kw_only=True):
+    """TAS node failure: the same admission with the failed node replaced in its pod sets'
+    topology assignments (status.unhealthyNodes cleared)."""
+
+    id: str
+    workload: str
+    uid: str
+    cluster_queue: str
+    pod_sets: tuple[PodSetAssignment, ...]
+    admitted: bool
+    node: str  # the failed node replaced
+
+
 class PreemptionDecision(_Out, frozen=True, kw_only=True):
     id: str
     victim: str
@@ -146,6 +159,7 @@ class PlacementRequest(_Out, frozen=True, kw_only=True):
     fingerprint: str  # pod sets, counts and flavors asked about: a change asks again
     pod_sets: tuple[PodSetAsk, ...]
     candidates: tuple[str, ...] = ()  # namespace/name of workloads it may preempt, in eviction order
+    repair_node: str = ""  # node failure: replace this node in the admitted placement (tas_repair.py)
 
 
 class CycleResult(_Out, frozen=True, kw_only=True):
@@ -159,10 +173,12 @@ class CycleResult(_Out, frozen=True, kw_only=True):
     cluster_queues: tuple[ClusterQueueStatus, ...] = ()
     local_queues: tuple[LocalQueueStatus, ...] = ()
     placements: tuple[PlacementRequest, ...] = ()
+    repairs: tuple[TopologyRepair, ...] = ()
 
     def empty(self) -> bool:
         return not (
             self.placements
+            or self.repairs
             or self.admissions
             or self.preemptions
             or self.evictions

@@ -13,6 +13,7 @@ from typing import Protocol, TypeVar
 
 from .assignment import FIT, NO_FIT, PREEMPT, Assignment, FlavorChoice, PodSetResult, most_severe
 from .model import FlavorFungibility, PodSet, ResourceFlavor
+from .placements import tas_mismatch
 from .quantities import format_quantity
 from .quota import FR, available, lowest_fitting_subtree_height, potential_available
 from .runtime import ClusterQueueRuntime
@@ -131,10 +132,13 @@ class FlavorAssigner:
         a.resolve_no_fit_reason(self.flavor_groups)
         return a
 
-    def _check_flavor(self, name: str, ps: PodSet) -> str | None:
+    def _check_flavor(self, name: str, ps: PodSet, covered: set[str]) -> str | None:
         flavor = self.flavors.get(name)
         if flavor is None:
             return f"flavor {name} not found"
+        mismatch = tas_mismatch(ps, flavor, self.cq, self.flavors, covered)
+        if mismatch is not None:
+            return mismatch
         taint = untolerated_taint(flavor, ps)
         if taint is not None:
             return f"untolerated taint {taint_string(taint)} in flavor {name}"
@@ -172,7 +176,7 @@ class FlavorAssigner:
                     f"skipping flavor {name} as it is not found in the nomination mapping for resource {res}"
                 )
                 continue
-            problem = self._check_flavor(name, ps)
+            problem = self._check_flavor(name, ps, covered)
             if problem is not None:
                 reasons.append(problem)
                 self._attempt(result, name, NO_FIT, "NoMatchingFlavor")

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 import msgspec
 
-from .decisions import AdmissionDecision, PlacementRequest, PodSetAsk
+from .decisions import AdmissionDecision, PlacementRequest, PodSetAsk, TopologyRepair
 from .model import PlacementAnswer, PodSet, ResourceFlavor
 from .preemption import candidate_order, satisfies_policy
 from .runtime import ClusterQueueRuntime
@@ -35,6 +35,7 @@ class PlacementBook:
         self._out: list[PlacementRequest] = []
         self.provisional: dict[str, AdmissionDecision] = {}  # assumed while the solver answers
         self._ready: list[AdmissionDecision] = []  # placed: to publish with the next cycle
+        self._repairs: list[TopologyRepair] = []  # node failures repaired: to publish with the next cycle
 
     def current(self, key: str, fingerprint: str) -> PlacementRequest | None:
         req = self.asked.get(key)
@@ -81,12 +82,19 @@ class PlacementBook:
         out, self._ready = self._ready, []
         return out
 
+    def repaired(self, r: TopologyRepair) -> None:
+        self._repairs.append(r)
+
+    def take_repairs(self) -> list[TopologyRepair]:
+        out, self._repairs = self._repairs, []
+        return out
+
     def take(self) -> list[PlacementRequest]:
         out, self._out = self._out, []
         return out
 
     def has_output(self) -> bool:
-        return bool(self._out or self._ready)
+        return bool(self._out or self._ready or self._repairs)
 
 
 def _kueue_amounts(requests: dict[str, int]) -> dict[str, int]:
@@ -99,12 +107,35 @@ def _requested(ps: PodSet) -> bool:
     return r is not None and bool(r.required or r.preferred or r.unconstrained or r.pod_set_slice_required_topology)
 
 
+def is_tas_only(cq: ClusterQueueRuntime, flavors: Mapping[str, ResourceFlavor]) -> bool:
+    """Every flavor of the queue names a Topology: pod sets without a request are implied unconstrained."""
+    return bool(cq.flavor_names) and all(
+        (f := flavors.get(n)) is not None and f.topology_name for n in cq.flavor_names)
+
+
+def tas_mismatch(ps: PodSet, flavor: ResourceFlavor, cq: ClusterQueueRuntime, flavors: Mapping[str, ResourceFlavor],
+                 covered: set[str]) -> str | None:
+    """Why this flavor cannot serve this pod set's topology request (Kueue
+    checkPodSetAndFlavorMatchForTAS), so the flavor assigner tries the next flavor; None: it can.
+    A pod set asking for a topology skips flavors without one (unless they only provide
+    resources it does not request); a pod set asking for none skips TAS flavors, unless every
+    flavor of the queue is one (implied unconstrained)."""
+    if _requested(ps):
+        if flavor.topology_name is None:
+            if not any(ps.requests.get(r, 0) > 0 for r in covered):
+                return None
+            return f"Flavor \"{flavor.name}\" does not support TopologyAwareScheduling"
+        return None
+    if flavor.topology_name is not None and not is_tas_only(cq, flavors):
+        return f"Flavor \"{flavor.name}\" supports only TopologyAwareScheduling"
+    return None
+
+
 def pod_set_asks(pod_sets: list[tuple[PodSet, int, set[str]]], cq: ClusterQueueRuntime,
                  flavors: dict[str, ResourceFlavor]) -> list[PodSetAsk] | str:
     """What to ask for each pod set that needs a placement ([] when none does), or why it cannot
     be placed at all. `pod_sets`: (spec, admitted count, flavors assigned to it)."""
-    all_tas = bool(cq.flavor_names) and all(
-        (f := flavors.get(n)) is not None and f.topology_name for n in cq.flavor_names)
+    all_tas = is_tas_only(cq, flavors)
     asks: list[PodSetAsk] = []
     for spec, count, assigned in pod_sets:
         tas = sorted(n for n in assigned if (f := flavors.get(n)) is not None and f.topology_name)
@@ -132,12 +163,15 @@ def fingerprint(asks: list[PodSetAsk]) -> str:
 def candidates(info: PendingInfo, cq: ClusterQueueRuntime, reserved: list[ReservedInfo],
                cqs: Mapping[str, ClusterQueueRuntime]) -> tuple[str, ...]:
     """Workloads the solver may pick victims from, in Kueue's candidate order: this queue's under
-    withinClusterQueue, the cohort's under reclaimWithinCohort."""
+    withinClusterQueue, the cohort's under reclaimWithinCohort. Evicted workloads still holding
+    quota come first, as in Kueue: they are on their way out (picking one issues nothing new), and
+    the solver still counts their placement, so leaving them out made it find no victim, or evict
+    others beside them."""
     policy = cq.spec.preemption
     root = cq.node.root()
     out: list[ReservedInfo] = []
     for c in reserved:
-        if c.key == info.key or c.evicted:
+        if c.key == info.key:
             continue
         if c.cq == cq.name:
             if policy.within_cluster_queue != "Never" and satisfies_policy(info, c, policy.within_cluster_queue):

@@ -10,7 +10,7 @@ import math
 
 import msgspec
 
-from . import check_rules
+from . import check_rules, tas_repair
 from .decisions import AdmissionDecision
 from .model import Admission, PlacementAnswer, Workload
 from .parts import Parts
@@ -416,7 +416,15 @@ def drain_local_queue(p: Parts, lq: LocalQueueRuntime) -> None:
 
 def apply_placement_answer(p: Parts, a: PlacementAnswer) -> None:
     """The topology solver answered: bring the workload back to its queue's head to act on it."""
+    req = p.placements.asked.get(a.workload)
     if not p.placements.accept(a):
+        return
+    if req is not None and req.repair_node:
+        message = tas_repair.on_repair_answer(p, a, req)
+        info_r = p.book.reserved.get(a.workload)
+        w = p.book.workloads.get(a.workload)
+        if message is not None and info_r is not None and w is not None:
+            check_rules.issue_eviction(p, w, info_r.cq, tas_repair.NODE_FAILURES, message)
         return
     d = p.placements.provisional.pop(a.workload, None)
     if d is not None:

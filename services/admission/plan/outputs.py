@@ -294,6 +294,13 @@ def _decisions(b: _Builder, result: CycleResult, admission_of: Callable[[str], a
         b.event(WorkloadAdmittedEvent(id=d.id, cluster=c, namespace=ns, name=name, at=at, message=d.message,
                                       cluster_queue=d.cluster_queue, borrowing=d.borrowing,
                                       flavors={p.name: dict(p.flavors) for p in d.pod_sets}), d.workload)
+    for fix in result.repairs:  # TAS node failure replaced in place: same quota, new topology
+        ns, name = _split(fix.workload)
+        b.command(AdmitWorkload(id=b.id("admit", fix.workload, fix.id), **common, namespace=ns, name=name,
+                                uid=fix.uid, admission=api_admission(fix.cluster_queue, fix.pod_sets),
+                                admitted=fix.admitted, replace_topology=True,
+                                message=f"Replaced the failed node {fix.node} in the topology assignment"),
+                  "admit", fix.workload)
     for p in result.preemptions:
         ns, name = _split(p.victim)
         b.command(EvictWorkload(id=b.id("evict", p.victim, p.id), **common, namespace=ns, name=name,

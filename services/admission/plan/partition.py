@@ -65,14 +65,17 @@ class Partition:
         self.refusals = 0
         self.traceparents: dict[str, str] = {}  # workload key -> the trace it belongs to (kq.obs)
         self.asks: list[PlacementRequest] = []  # questions for the topology solver, not sent yet
+        self.workload_seq = 0  # KQ_OBJECTS sequence of the newest Workload record applied (SolveRequest.as_of)
 
     # --- inputs ------------------------------------------------------------------------------------
 
-    def apply_record(self, rec: ObjectRecord) -> None:
-        """Fold one mirror record in. InputError/InvalidEvent: bad input, nothing changed."""
+    def apply_record(self, rec: ObjectRecord, seq: int = 0) -> None:
+        """Fold one mirror record in (`seq`: its stream sequence). InputError/InvalidEvent: bad
+        input, nothing changed."""
         event, obj = convert(rec)
         self.state.apply(event)
         if rec.kind == "workload":
+            self.workload_seq = max(self.workload_seq, seq)
             key = workload_key(rec.namespace, rec.name)
             admission = obj.status.admission if isinstance(obj, api.Workload) else None
             tp = obj.metadata.annotations.get(TRACEPARENT_ANNOTATION) if isinstance(obj, api.Workload) else None
@@ -218,7 +221,7 @@ class Partition:
         if not asks:
             return []  # every round asks: no pass over the reserved workloads for nothing
         uids = {k: r.uid for k, r in self.state.reserved.items()}
-        return [(req, solve_request(self.cluster, req, uids)) for req in asks]
+        return [(req, solve_request(self.cluster, req, uids, self.workload_seq)) for req in asks]
 
     def answer(self, req: PlacementRequest, reply: SolveReply, now: float) -> None:
         self.state.apply(placement_answer(req, reply, now))

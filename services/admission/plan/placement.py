@@ -9,8 +9,9 @@ from services.admission.core.decisions import PlacementRequest
 from services.admission.core.model import PlacementAnswer
 
 
-def solve_request(cluster: str, req: PlacementRequest, uids: dict[str, str]) -> SolveRequest:
-    """`uids`: the candidates' uids (namespace/name -> uid) as the core knows them."""
+def solve_request(cluster: str, req: PlacementRequest, uids: dict[str, str], as_of: int = 0) -> SolveRequest:
+    """`uids`: the candidates' uids (namespace/name -> uid) as the core knows them; `as_of`: the
+    stream sequence of the newest Workload record the core had applied when it asked."""
     ns, _, name = req.workload.partition("/")
     pod_sets = tuple(
         PodSetPlacementRequest(
@@ -26,7 +27,8 @@ def solve_request(cluster: str, req: PlacementRequest, uids: dict[str, str]) -> 
     candidates = tuple(Candidate(namespace=k.partition("/")[0], name=k.partition("/")[2], uid=uids.get(k, ""))
                        for k in req.candidates)
     return SolveRequest(id=req.id, cluster=cluster, namespace=ns, name=name, uid=req.uid, pod_sets=pod_sets,
-                        candidates=candidates)
+                        candidates=candidates, as_of=as_of,
+                        repair_node=req.repair_node)
 
 
 def placement_answer(req: PlacementRequest, reply: SolveReply, now: float) -> PlacementAnswer:

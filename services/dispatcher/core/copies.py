@@ -5,7 +5,8 @@ owner references and the job-uid label, and gains the origin label (whose manage
 gc) and the origin uid annotation (which incarnation). The Job copy is the manager's Job with
 the prebuilt-workload label (the worker's Kueue adopts the copy instead of building its own),
 the origin label, suspended, without spec.managedBy (the worker's Job controller runs it) and
-without the selector and controller labels the manager's API server generated.
+without the selector and controller labels the manager's API server generated. A JobSet copy is
+made the same way (Kueue's JobSet MultiKueue adapter): the labels, suspended, no spec.managedBy.
 """
 
 from __future__ import annotations
@@ -59,3 +60,17 @@ def remote_job(local_job: dict[str, Any], workload_name: str, origin: str) -> di
         if isinstance(tmeta, dict) and isinstance(tmeta.get("labels"), dict):
             tmeta["labels"] = {key: v for key, v in tmeta["labels"].items() if key not in _JOB_GENERATED_LABELS}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def remote_jobset(local_jobset: dict[str, Any], workload_name: str, origin: str) -> dict[str, Any]:
+    meta = _meta(local_jobset.get("metadata") or {}, origin, {k.PREBUILT_WORKLOAD_LABEL: workload_name})
+    spec = copy.deepcopy(local_jobset.get("spec") or {})
+    spec.pop("managedBy", None)
+    spec["suspend"] = True
+    return {"apiVersion": local_jobset.get("apiVersion") or "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": meta, "spec": spec}
+
+
+def remote_copy(kind: str, local: dict[str, Any], workload_name: str, origin: str) -> dict[str, Any]:
+    """The worker's copy of the manager's Job ("job") or JobSet ("jobset")."""
+    return remote_jobset(local, workload_name, origin) if kind == "jobset" else remote_job(local, workload_name, origin)

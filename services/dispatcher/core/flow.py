@@ -14,12 +14,15 @@ already has our Job is preferred as the winner, so a restart mid-way never start
 
 from __future__ import annotations
 
+import msgspec
+
 from kq.api import constants as k
-from kq.api.core import Job, JobStatus
+from kq.api.core import JobSet, JobSetStatus, JobStatus, ReplicatedJobStatus
 from kq.api.kueue import Workload
 from kq.api.meta import Condition, find_condition, parse_time
 
 from .model import (
+    ADAPTERS,
     LEASE_ANNOTATION,
     ClusterView,
     Finish,
@@ -27,6 +30,7 @@ from .model import (
     ManagerIntent,
     Nominate,
     Plan,
+    RemoteJob,
     SetCheck,
     Settings,
     SyncJob,
@@ -51,9 +55,16 @@ def check_state(local: Workload, check: str) -> tuple[str, str] | None:
     return None
 
 
-def _job_stopped_status(job: Job) -> JobStatus | None:
+def _job_stopped_status(job: RemoteJob) -> JobStatus | JobSetStatus | None:
     """The manager Job's status with no active pods (its pods ran on a worker that no longer has
     them), so the Job integration can finish the eviction; None when already so."""
+    if isinstance(job, JobSet):
+        rjs = job.status.replicated_jobs_status
+        if not any(r.active or r.ready for r in rjs):
+            return None
+        return msgspec.structs.replace(job.status, replicated_jobs_status=tuple(
+            ReplicatedJobStatus(name=r.name, succeeded=r.succeeded, failed=r.failed, suspended=r.suspended)
+            for r in rjs))
     st = job.status
     if not st.active and not st.ready and not st.terminating:
         return None
@@ -61,7 +72,7 @@ def _job_stopped_status(job: Job) -> JobStatus | None:
                      conditions=st.conditions, start_time=st.start_time, completion_time=st.completion_time)
 
 
-def _job_status_wanted(local_job: Job, remote_job: Job) -> JobStatus | None:
+def _job_status_wanted(local_job: RemoteJob, remote_job: RemoteJob) -> JobStatus | JobSetStatus | None:
     """The worker Job's status for the manager's Job, when the manager's is running and differs
     (Kueue defers the copy while the manager Job is still suspended)."""
     if local_job.spec.suspend is True:
@@ -73,11 +84,11 @@ def _job_status_wanted(local_job: Job, remote_job: Job) -> JobStatus | None:
 
 def _no_adapter(inp: Inputs) -> str | None:
     """Kueue rejects what it cannot run remotely: no owner, an owner kind without a MultiKueue
-    adapter (kq has batch/v1 Job), or a Job not managed by MultiKueue."""
+    adapter (kq has batch/v1 Job and JobSet), or a job not managed by MultiKueue."""
     if inp.owner is None:
         return "No multikueue adapter found"
     api_version, kind = inp.owner
-    if (api_version, kind) != ("batch/v1", "Job"):
+    if (api_version, kind) not in ADAPTERS:
         group, _, version = api_version.rpartition("/")
         return f'No multikueue adapter found for owner kind "{group}/{version}, Kind={kind}"'
     job = inp.local_job

@@ -11,12 +11,15 @@ from typing import Literal
 
 import msgspec
 
-from kq.api.core import Job, JobStatus
+from kq.api.core import Job, JobSet, JobSetStatus, JobStatus
 from kq.api.kueue import Workload
 
 ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 Mode = Literal["AllAtOnce", "Incremental", "External"]
+# What MultiKueue runs remotely (Kueue's adapters kq has): batch/v1 Jobs and JobSets.
+RemoteJob = Job | JobSet
+ADAPTERS = {("batch/v1", "Job"): "job", ("jobset.x-k8s.io/v1alpha2", "JobSet"): "jobset"}
 
 
 def mode_for(dispatcher_name: str) -> Mode:
@@ -73,8 +76,8 @@ class Inputs(msgspec.Struct, frozen=True, kw_only=True):
     check: str  # the MultiKueue admission check's name on `local`
     clusters: tuple[ClusterView, ...]  # the MultiKueueConfig's clusters that exist, in config order
     remotes: dict[str, Workload]  # copies of `local` on available clusters (same namespace/name)
-    remote_jobs: dict[str, Job]  # the Job of `local` on available clusters
-    local_job: Job | None  # the manager Job controlling `local`, when the mirror has it
+    remote_jobs: dict[str, RemoteJob]  # the Job (or JobSet) of `local` on available clusters
+    local_job: RemoteJob | None  # the manager Job or JobSet controlling `local`, when the mirror has it
     owner: tuple[str, str] | None = None  # (apiVersion, kind) of `local`'s controller
     round_started: float | None = None  # Incremental: when the current nomination round began
     round_nominated: tuple[str, ...] = ()  # Incremental: what that round nominated (until the mirror shows it)
@@ -97,7 +100,9 @@ class Finish(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 
 
 class SyncJob(msgspec.Struct, frozen=True, kw_only=True, tag=True):
-    status: JobStatus
+    """The manager Job's (or JobSet's: a JobSetStatus) status becomes this."""
+
+    status: JobStatus | JobSetStatus
 
 
 ManagerIntent = SetCheck | Nominate | Finish | SyncJob

@@ -2,7 +2,7 @@
 
 Orphans (Kueue's multikueue gc, multikueuecluster.go runGC): a Workload on a worker carrying our
 origin label whose manager Workload no longer exists (or is another incarnation, by the origin
-uid annotation), and a Job there whose prebuilt Workload is such an orphan or missing. To never
+uid annotation), and a Job or JobSet there whose prebuilt Workload is such an orphan or missing. To never
 race the dispatcher's creations against a mirror that lags by a moment, an object is removed only
 when two passes in a row found it orphaned.
 
@@ -12,12 +12,13 @@ after it finished; one Kueue deactivated, afterDeactivatedByKueue after its evic
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 
 import msgspec
 
 from kq.api import constants as k
-from kq.api.core import Job
+from kq.api.core import Job, JobSet
 from kq.api.kueue import Workload
 from kq.api.meta import find_condition, parse_time
 
@@ -35,9 +36,11 @@ def deactivated_by_kueue(reason: str) -> bool:
 class Orphans(msgspec.Struct, frozen=True, kw_only=True):
     workloads: tuple[NsName, ...] = ()
     jobs: tuple[NsName, ...] = ()
+    jobsets: tuple[NsName, ...] = ()
 
 
-def orphans(remote_workloads: list[Workload], remote_jobs: list[Job], manager: dict[NsName, str]) -> Orphans:
+def orphans(remote_workloads: list[Workload], remote_jobs: list[Job], manager: dict[NsName, str],
+            remote_jobsets: Sequence[JobSet] = ()) -> Orphans:
     """manager: (namespace, name) -> uid of every Workload on the manager."""
     gone: set[NsName] = set()
     for wl in remote_workloads:
@@ -46,13 +49,15 @@ def orphans(remote_workloads: list[Workload], remote_jobs: list[Job], manager: d
         origin_uid = wl.metadata.annotations.get(k.MULTIKUEUE_ORIGIN_UID_ANNOTATION)
         if uid is None or (origin_uid is not None and origin_uid != uid):
             gone.add(key)
-    jobs = []
-    for job in remote_jobs:
-        wl_name = job.metadata.labels.get(k.PREBUILT_WORKLOAD_LABEL, job.metadata.name)
-        key = (job.metadata.namespace, wl_name)
-        if key in gone or key not in manager:
-            jobs.append((job.metadata.namespace, job.metadata.name))
-    return Orphans(workloads=tuple(sorted(gone)), jobs=tuple(sorted(jobs)))
+    def doomed(objs: Sequence[Job | JobSet]) -> tuple[NsName, ...]:
+        out = []
+        for job in objs:
+            key = (job.metadata.namespace, job.metadata.labels.get(k.PREBUILT_WORKLOAD_LABEL, job.metadata.name))
+            if key in gone or key not in manager:
+                out.append((job.metadata.namespace, job.metadata.name))
+        return tuple(sorted(out))
+
+    return Orphans(workloads=tuple(sorted(gone)), jobs=doomed(remote_jobs), jobsets=doomed(remote_jobsets))
 
 
 def confirmed(now: Orphans, before: Orphans | None) -> Orphans:
@@ -60,7 +65,8 @@ def confirmed(now: Orphans, before: Orphans | None) -> Orphans:
     if before is None:
         return Orphans()
     return Orphans(workloads=tuple(w for w in now.workloads if w in before.workloads),
-                   jobs=tuple(j for j in now.jobs if j in before.jobs))
+                   jobs=tuple(j for j in now.jobs if j in before.jobs),
+                   jobsets=tuple(j for j in now.jobsets if j in before.jobsets))
 
 
 def expired(workloads: list[Workload], after_finished_s: float | None, after_deactivated_s: float | None,

@@ -18,6 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
+import msgspec
 from msgspec.structs import replace
 
 from kq.api import constants as k
@@ -87,6 +88,15 @@ class Adapter(ABC, Generic[T]):
         """The Workload the object gets (WorkloadBuildError when it cannot be built yet)."""
         return build_workload(self, job, classes, pod_classes)
 
+    def skip(self, job: T) -> bool:
+        """Not Kueue's to manage (a RayJob on an existing cluster, a RayCluster its RayJob runs)."""
+        return False
+
+    def pod_priority_class(self, job: T) -> str:
+        """The PriorityClass name Kueue reads for the object: its first podset's, unless overridden."""
+        pod_sets = self.pod_sets(job)
+        return pod_sets[0].template.spec.priority_class_name if pod_sets else ""
+
     def waiting_reason(self, job: T) -> str | None:
         """Why the object cannot get its Workload yet (a pod group short of members), or None."""
         return None
@@ -122,7 +132,7 @@ def workload_name_for(kind: str, api_version: str, name: str, uid: str) -> str:
     return f"{prefix}-{digest[:_NAME_HASH_LEN]}"
 
 
-def _priority(meta: ObjectMeta, template: PodTemplateSpec | None, classes: Mapping[str, WorkloadPriorityClass],
+def _priority(meta: ObjectMeta, pod_class: str, classes: Mapping[str, WorkloadPriorityClass],
               pod_classes: Mapping[str, PriorityClass]) -> tuple[PriorityClassRef | None, int]:
     """jobframework.ExtractPriority, as the Job integration does it."""
     wpc_name = meta.labels.get(k.PRIORITY_CLASS_LABEL, "")
@@ -131,7 +141,7 @@ def _priority(meta: ObjectMeta, template: PodTemplateSpec | None, classes: Mappi
         if wpc is None:
             raise WorkloadBuildError(f"WorkloadPriorityClass {wpc_name!r} not found")
         return PriorityClassRef(group=k.KUEUE_GROUP, kind="WorkloadPriorityClass", name=wpc_name), wpc.value
-    if template is not None and (name := template.spec.priority_class_name):
+    if name := pod_class:
         pc = pod_classes.get(name)
         if pc is None:
             raise WorkloadBuildError(f"PriorityClass {name!r} not found")
@@ -150,7 +160,7 @@ def build_workload(adapter: Adapter[Any], job: Any, classes: Mapping[str, Worklo
     pod_sets = adapter.pod_sets(job)
     if not pod_sets:
         raise WorkloadBuildError("no pod sets")
-    ref, priority = _priority(meta, pod_sets[0].template, classes, pod_classes)
+    ref, priority = _priority(meta, adapter.pod_priority_class(job), classes, pod_classes)
     max_exec: int | None = None
     if raw := meta.labels.get(k.MAX_EXEC_TIME_SECONDS_LABEL):
         try:
@@ -209,6 +219,25 @@ def template_with(t: PodTemplateSpec, info: PodSetInfo) -> PodTemplateSpec:
         spec=replace(t.spec, node_selector=merged.node_selector, tolerations=merged.tolerations,
                      scheduling_gates=merged.scheduling_gates),
     )
+
+
+def template_ops(base: str, old: PodTemplateSpec, new: PodTemplateSpec) -> list[dict[str, Any]]:
+    """JSON patch ops turning the pod template at JSON pointer `base` from `old` into `new`: its metadata and
+    scheduling directives (what run/stop change); the rest of the template stays as the API server has it."""
+    ops: list[dict[str, Any]] = []
+    if old.metadata != new.metadata:
+        ops.append({"op": "add", "path": f"{base}/metadata", "value": msgspec.to_builtins(new.metadata)})
+    for field, a, b in (("nodeSelector", old.spec.node_selector, new.spec.node_selector),
+                        ("tolerations", old.spec.tolerations, new.spec.tolerations),
+                        ("schedulingGates", old.spec.scheduling_gates, new.spec.scheduling_gates)):
+        if a != b:
+            ops.append({"op": "add", "path": f"{base}/spec/{field}", "value": msgspec.to_builtins(b)})
+    return ops
+
+
+def pointer(*parts: str) -> str:
+    """A JSON pointer from unescaped parts (a map key may hold '/' or '~')."""
+    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
 def template_restored(t: PodTemplateSpec, info: PodSetInfo) -> PodTemplateSpec:

@@ -143,6 +143,10 @@ def _admit(cmd: AdmitWorkload, wl: Workload, now: str) -> Plan:
             reason=EVICTION_IN_PROGRESS, message="the workload still holds the quota it is being evicted from"
         )
     if ws.has_quota_reservation(wl) or wl.status.admission is not None:
+        if cmd.replace_topology and ws.same_quota(wl.status.admission, cmd.admission):
+            if wl.status.admission == cmd.admission and not wl.status.unhealthy_nodes:
+                return Skip(reason="AlreadyApplied")
+            return _status_write(wl, ws.replace_topology(wl, cmd.admission), "replace a failed node", "AlreadyApplied")
         if wl.status.admission != cmd.admission:
             held = wl.status.admission.cluster_queue if wl.status.admission else "?"
             return Refusal(reason=ALREADY_ADMITTED, message=f"quota already reserved in ClusterQueue {held}")

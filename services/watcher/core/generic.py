@@ -19,6 +19,7 @@ from msgspec.structs import replace
 from kq.api import constants as k
 from kq.api.core import PriorityClass
 from kq.api.kueue import ResourceFlavor, Workload, WorkloadPriorityClass
+from kq.api.meta import OwnerReference
 from services.watcher.core import job_pods as jp
 from services.watcher.core import workload_status as ws
 from services.watcher.core.adapter import Adapter, PodSetCountMismatch, admission_infos, original_infos
@@ -68,13 +69,15 @@ def reconcile(
     now: str,
     *,
     wait_for_pods_ready: bool = False,
+    manage_unlabelled: bool = False,
 ) -> Action | Skip:
     """The next step for one object of a framework and the Workload it controls (None: none yet).
-    With waitForPodsReady the Workload's PodsReady condition follows the adapter's pods_ready."""
+    With waitForPodsReady the Workload's PodsReady condition follows the adapter's pods_ready.
+    `manage_unlabelled`: Kueue manages the object without a queue name (manageJobsWithoutQueueName)."""
     meta = ad.meta(job)
     if meta.deletion_timestamp is not None:
         return Skip(reason="JobDeleting")
-    if wl is None and not ad.queue_name(job):
+    if wl is None and (ad.skip(job) or not (ad.queue_name(job) or manage_unlabelled)):
         return Skip(reason="NotQueued")
 
     if wl is not None and ws.is_finished(wl):
@@ -139,6 +142,30 @@ def reconcile(
     if not ws.is_admitted(wl):
         return ad.stop(job, original_infos(wl)) or Skip(reason="Stopping")
     return Skip(reason="Running")
+
+
+def prebuilt(ad: Adapter[Any], job: Any, wl: Workload | None, now: str) -> Action | Skip | None:
+    """ensureOneWorkload for an object labelled with a prebuilt Workload (a MultiKueue copy on a
+    worker): wait for the Workload (the object stays stopped), take ownership of it, and finish it
+    as OutOfSync when it does not describe the object. None: carry on with `reconcile`.
+    `wl` is the Workload of the prebuilt name, whoever controls it."""
+    meta = ad.meta(job)
+    if wl is not None and (ref := wl.metadata.controller_ref()) is not None and ref.uid != meta.uid:
+        wl = None  # controlled by another object: not ours
+    if wl is None:
+        return ad.stop(job, None) or Skip(reason="PrebuiltWorkloadNotFound")
+    if not ad.owns(wl, job):
+        owner = OwnerReference(api_version=ad.api_version, kind=ad.kind, name=meta.name, uid=meta.uid,
+                               controller=True, block_owner_deletion=True)
+        refs = (*(r for r in wl.metadata.owner_references if r.uid != meta.uid), owner)
+        labels = {**wl.metadata.labels, k.JOB_UID_LABEL: meta.uid} if meta.uid else wl.metadata.labels
+        adopted = replace(wl, metadata=replace(wl.metadata, owner_references=refs, labels=labels))
+        return patch_write("workload", wl, adopted, status=False, why="adopt prebuilt workload")
+    if not ws.is_finished(wl) and not ad.equivalent(job, wl):
+        msg = "The prebuilt workload is out of sync with its user job"
+        return _status(wl, ws.finish(wl, k.FINISHED_OUT_OF_SYNC, msg, now), "prebuilt out of sync") or Skip(
+            reason="OutOfSync")
+    return None
 
 
 def reconcile_orphan(wl: Workload, now: str) -> Action | Skip:

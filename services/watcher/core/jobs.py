@@ -52,6 +52,7 @@ def reconcile_job(
     pod_priority_classes: Mapping[str, PriorityClass] | None = None,
     *,
     wait_for_pods_ready: bool = False,
+    manage_unlabelled: bool = False,
 ) -> Action | Skip:
     """The next step for a Job and the Workload it controls (None when it has none); for a Job
     labelled with a prebuilt Workload, `wl` is the Workload of that name, whoever controls it.
@@ -63,7 +64,7 @@ def reconcile_job(
         if step is not None:
             return step
     return generic.reconcile(JOB, job, wl, flavors, priority_classes, pod_priority_classes or {}, now,
-                             wait_for_pods_ready=wait_for_pods_ready)
+                             wait_for_pods_ready=wait_for_pods_ready, manage_unlabelled=manage_unlabelled)
 
 
 def _prebuilt(job: Job, wl: Workload | None, now: str) -> Action | Skip | None:

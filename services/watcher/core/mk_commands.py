@@ -13,7 +13,7 @@ from typing import Any
 
 from msgspec.structs import replace
 
-from kq.api.core import Job
+from kq.api.core import Job, JobSet
 from kq.api.kueue import AdmissionCheck, AdmissionCheckState, MultiKueueCluster, Workload
 from kq.messages import (
     DeleteWorkload,
@@ -21,6 +21,7 @@ from kq.messages import (
     SetActiveCondition,
     SetAdmissionCheckState,
     SetNominatedClusters,
+    SyncJobSetStatus,
     SyncJobStatus,
 )
 from services.watcher.core import workload_status as ws
@@ -28,9 +29,9 @@ from services.watcher.core.writes import Delete, Refusal, Skip, Write, patch_wri
 
 Plan = Write | Delete | Skip | Refusal
 MkCommand = (SetAdmissionCheckState | SetNominatedClusters | FinishWorkload | DeleteWorkload | SyncJobStatus
-             | SetActiveCondition)
+             | SyncJobSetStatus | SetActiveCondition)
 MK_COMMANDS = (SetAdmissionCheckState, SetNominatedClusters, FinishWorkload, DeleteWorkload, SyncJobStatus,
-               SetActiveCondition)
+               SyncJobSetStatus, SetActiveCondition)
 
 NOT_FOUND = "NotFound"
 UID_MISMATCH = "UidMismatch"
@@ -47,6 +48,8 @@ def mk_target(cmd: MkCommand) -> tuple[str, str, str]:
             return "workload", cmd.namespace, cmd.name
         case SyncJobStatus():
             return "job", cmd.namespace, cmd.name
+        case SyncJobSetStatus():
+            return "jobset", cmd.namespace, cmd.name
         case SetActiveCondition():
             return cmd.kind, "", cmd.name
     raise TypeError(f"not a MultiKueue command: {type(cmd).__name__}")
@@ -67,6 +70,15 @@ def plan_mk(cmd: MkCommand, current: Any, now: str) -> Plan:
                                message=f"command for uid {cmd.uid}, job has {current.metadata.uid}")
             new_job = replace(current, status=cmd.status)
             return (patch_write("job", current, new_job, status=True, why="status from the worker")
+                    or Skip(reason="Unchanged"))
+        case SyncJobSetStatus():
+            if not isinstance(current, JobSet):
+                return Refusal(reason=WRONG_KIND, message=f"expected a JobSet, got {type(current).__name__}")
+            if current.metadata.uid != cmd.uid:
+                return Refusal(reason=UID_MISMATCH,
+                               message=f"command for uid {cmd.uid}, jobset has {current.metadata.uid}")
+            new_js = replace(current, status=cmd.status)
+            return (patch_write("jobset", current, new_js, status=True, why="status from the worker")
                     or Skip(reason="Unchanged"))
         case SetActiveCondition():
             if not isinstance(current, (AdmissionCheck, MultiKueueCluster)):

@@ -113,6 +113,20 @@ def set_quota_reservation(wl: Workload, admission: Admission, now: str, *, admit
                             admission_checks=wl.status.admission_checks + added)
 
 
+def same_quota(a: Admission | None, b: Admission) -> bool:
+    """The same reservation (queue, pod sets, flavors, counts), whatever the topology assignments."""
+    if a is None or a.cluster_queue != b.cluster_queue or len(a.pod_set_assignments) != len(b.pod_set_assignments):
+        return False
+    return all((x.name, x.flavors, x.count) == (y.name, y.flavors, y.count)
+               for x, y in zip(a.pod_set_assignments, b.pod_set_assignments, strict=True))
+
+
+def replace_topology(wl: Workload, admission: Admission) -> Workload:
+    """TAS node failure replaced: the new topology assignments, status.unhealthyNodes cleared
+    (Kueue's admit after a successful replacement)."""
+    return _with_conditions(wl, wl.status.conditions, admission=admission, unhealthy_nodes=())
+
+
 def set_admitted(wl: Workload, now: str) -> Workload:
     conds = set_condition(
         wl.status.conditions, _cond(wl, k.WORKLOAD_ADMITTED, "True", k.REASON_ADMITTED, "The workload is admitted"), now

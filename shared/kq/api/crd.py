@@ -17,15 +17,66 @@ import msgspec
 import yaml
 
 from kq.api.constants import KUEUE_GROUP
+from kq.api.convert import LEGACY_KINDS
+from kq.api.crd_docs import FIELD_DOCS, TYPE_DOCS
 from kq.api.meta import QUANTITY_MARK
 from kq.api.registry import KINDS, KindInfo
 
-__all__ = ["QUANTITY_PATTERN", "openapi_schema", "crd_for", "all_crds", "render_crds"]
+__all__ = ["PRINTER_COLUMNS", "QUANTITY_PATTERN", "openapi_schema", "crd_for", "all_crds", "render_crds"]
 
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
 )
 _ZERO_DEFAULTS: tuple[Any, ...] = (None, "", 0, False, {}, [])
+
+
+def _column(name: str, type_: str, path: str, description: str, priority: int = 0) -> dict[str, Any]:
+    col: dict[str, Any] = {"name": name, "type": type_, "jsonPath": path, "description": description}
+    if priority:
+        col["priority"] = priority  # shown by `kubectl get -o wide` only
+    return col
+
+
+_AGE = _column("Age", "date", ".metadata.creationTimestamp", "Time this object was created")
+# What `kubectl get` prints for each Kueue kind: Kueue's own printer columns.
+PRINTER_COLUMNS: dict[str, tuple[dict[str, Any], ...]] = {
+    "ResourceFlavor": (_AGE,),
+    "ClusterQueue": (
+        _column("Cohort", "string", ".spec.cohortName", "The cohort this ClusterQueue belongs to"),
+        _column("Strategy", "string", ".spec.queueingStrategy", "The queueing strategy used to prioritize workloads",
+                priority=1),
+        _column("Pending Workloads", "integer", ".status.pendingWorkloads", "Number of pending workloads"),
+        _column("Admitted Workloads", "integer", ".status.admittedWorkloads", "Number of admitted workloads that "
+                "haven't finished yet", priority=1),
+    ),
+    "LocalQueue": (
+        _column("ClusterQueue", "string", ".spec.clusterQueue", "Backing ClusterQueue"),
+        _column("Pending Workloads", "integer", ".status.pendingWorkloads", "Number of pending workloads"),
+        _column("Admitted Workloads", "integer", ".status.admittedWorkloads", "Number of admitted workloads that "
+                "haven't finished yet"),
+    ),
+    "Cohort": (_column("Parent", "string", ".spec.parentName", "The parent cohort"), _AGE),
+    "Topology": (_AGE,),
+    "AdmissionCheck": (_column("Controller", "string", ".spec.controllerName", "The controller of this check"),
+                       _AGE),
+    "MultiKueueConfig": (_AGE,),
+    "MultiKueueCluster": (
+        _column("Connected", "string", ".status.conditions[?(@.type==\"Active\")].status",
+                "Whether the worker cluster is reachable"),
+        _AGE,
+    ),
+    "WorkloadPriorityClass": (_column("Value", "integer", ".value", "The priority"), _AGE),
+    "Workload": (
+        _column("Queue", "string", ".spec.queueName", "Name of the queue this workload was submitted to"),
+        _column("Reserved in", "string", ".status.admission.clusterQueue",
+                "Name of the ClusterQueue where the workload is reserving quota"),
+        _column("Admitted", "string", ".status.conditions[?(@.type==\"Admitted\")].status",
+                "Admission status"),
+        _column("Finished", "string", ".status.conditions[?(@.type==\"Finished\")].status",
+                "Workload finished"),
+        _AGE,
+    ),
+}
 
 
 def _quantity(description: str | None) -> dict[str, Any]:
@@ -63,6 +114,8 @@ class _Structural:
         out: dict[str, Any] = {}
         if "description" in node:
             out["description"] = node["description"]
+        elif node.get("title") in TYPE_DOCS:
+            out["description"] = TYPE_DOCS[node["title"]]
         if "enum" in node:
             values = node["enum"]
             out["type"] = "string" if all(isinstance(v, str) for v in values) else "integer"
@@ -78,7 +131,7 @@ class _Structural:
         if node.get("type") == "object":
             props = node.get("properties")
             if props is not None:
-                out["properties"] = {name: self.convert(sub) for name, sub in props.items()}
+                out["properties"] = {name: self.field(node.get("title"), name, sub) for name, sub in props.items()}
                 if node.get("required"):
                     out["required"] = list(node["required"])
                 if node.get("additionalProperties") is not False:  # a lenient (core) Struct
@@ -88,6 +141,14 @@ class _Structural:
             else:  # a raw sub-object: keep whatever it holds
                 out["x-kubernetes-preserve-unknown-fields"] = True
         return self._default(out, node)
+
+    def field(self, owner: str | None, name: str, sub: dict[str, Any]) -> dict[str, Any]:
+        """One property, described as `kubectl explain` shows it (kq.api.crd_docs wins over the type's doc)."""
+        schema = self.convert(sub)
+        doc = FIELD_DOCS.get((owner or "", name))
+        if doc:
+            schema = {"description": doc, **{k: v for k, v in schema.items() if k != "description"}}
+        return schema
 
     @staticmethod
     def _default(out: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
@@ -113,17 +174,45 @@ def openapi_schema(struct_type: type) -> dict[str, Any]:
     for name, sub in top["properties"].items():
         if name in ("apiVersion", "kind", "metadata"):
             continue
-        schema = conv.convert(sub)
+        schema = conv.field(top.get("title"), name, sub)
         schema.pop("default", None)  # spec/status: no whole-object defaults at the top
         props[name] = schema
     out: dict[str, Any] = {"type": "object"}
-    if top.get("description"):
-        out["description"] = top["description"]
+    if top.get("description") or top.get("title") in TYPE_DOCS:
+        out["description"] = top.get("description") or TYPE_DOCS[top["title"]]
     out["properties"] = props
     required = [r for r in top.get("required", []) if r not in ("apiVersion", "kind", "metadata")]
     if required:
         out["required"] = required
     return out
+
+
+# v1beta1 is served beside v1beta2 as Kueue serves it, stored as v1beta2: the API server asks kq's
+# conversion webhook (`kq conversion-webhook`, deploy/kq/conversion-webhook.yaml; kq.api.convert_back)
+# for either direction, and that webhook checks every v1beta1 write as its v1beta2 form, so the v1beta1
+# schema itself only needs to be structural. cert-manager injects the webhook's CA.
+CONVERSION_SERVICE = {"namespace": "kq-system", "name": "kq-conversion-webhook", "path": "/convert", "port": 443}
+CA_INJECTION = {"cert-manager.io/inject-ca-from": "kq-system/kq-conversion-webhook"}
+V1BETA1_RENAMED_PATHS = {".spec.cohortName": ".spec.cohort"}  # printer columns over renamed fields
+
+
+def _v1beta1_version(v1beta2: dict[str, Any]) -> dict[str, Any]:
+    object_ = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    schema = {"type": "object", "description": f"{v1beta2['schema']['openAPIV3Schema'].get('description', '')} "
+              "(v1beta1: converted to and validated as v1beta2 by kq's conversion webhook)".strip(),
+              "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                             "metadata": {"type": "object"}, "spec": object_, "status": object_},
+              "x-kubernetes-preserve-unknown-fields": True}
+    version: dict[str, Any] = {"name": "v1beta1", "served": True, "storage": False,
+                               "schema": {"openAPIV3Schema": schema}}
+    for key in ("subresources", "additionalPrinterColumns"):
+        if key in v1beta2:
+            version[key] = v1beta2[key]
+    if "additionalPrinterColumns" in version:
+        version["additionalPrinterColumns"] = [
+            {**c, "jsonPath": V1BETA1_RENAMED_PATHS.get(c["jsonPath"], c["jsonPath"])}
+            for c in version["additionalPrinterColumns"]]
+    return version
 
 
 def crd_for(info: KindInfo) -> dict[str, Any]:
@@ -135,6 +224,8 @@ def crd_for(info: KindInfo) -> dict[str, Any]:
     }
     if info.has_status:
         version["subresources"] = {"status": {}}
+    if info.kind in PRINTER_COLUMNS:
+        version["additionalPrinterColumns"] = list(PRINTER_COLUMNS[info.kind])
     names: dict[str, Any] = {
         "kind": info.kind,
         "listKind": f"{info.kind}List",
@@ -143,16 +234,23 @@ def crd_for(info: KindInfo) -> dict[str, Any]:
     }
     if info.short_names:
         names["shortNames"] = list(info.short_names)
+    spec: dict[str, Any] = {
+        "group": info.group,
+        "names": names,
+        "scope": "Namespaced" if info.namespaced else "Cluster",
+        "versions": [version],
+    }
+    metadata: dict[str, Any] = {"name": f"{info.plural}.{info.group}"}
+    if info.kind in LEGACY_KINDS[f"{info.group}/v1beta1"]:
+        spec["versions"].append(_v1beta1_version(version))
+        spec["conversion"] = {"strategy": "Webhook", "webhook": {
+            "conversionReviewVersions": ["v1"], "clientConfig": {"service": dict(CONVERSION_SERVICE)}}}
+        metadata["annotations"] = dict(CA_INJECTION)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{info.plural}.{info.group}"},
-        "spec": {
-            "group": info.group,
-            "names": names,
-            "scope": "Namespaced" if info.namespaced else "Cluster",
-            "versions": [version],
-        },
+        "metadata": metadata,
+        "spec": spec,
     }
 
 

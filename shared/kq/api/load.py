@@ -22,10 +22,8 @@ from kq.api.validate import validate_metadata, validate_object
 
 # API groups of Kueue's job frameworks kq does not integrate yet -> Kueue's framework names.
 UNSUPPORTED_FRAMEWORKS = {
-    "kubeflow.org": "kubeflow.org (MPIJob, PyTorchJob, TFJob, XGBoostJob, PaddleJob, JAXJob)",
-    "trainer.kubeflow.org": "trainer.kubeflow.org/trainjob",
-    "ray.io": "ray.io (RayJob, RayCluster, RayService)",
-    "workload.codeflare.dev": "workload.codeflare.dev/appwrapper",
+    # (kubeflow.org's training kinds and ray.io's RayJob and RayCluster are served: these are the rest)
+    "ray.io": "ray.io/rayservice",
     "sparkoperator.k8s.io": "sparkoperator.k8s.io/sparkapplication",
 }
 

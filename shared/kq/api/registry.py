@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from kq.api import apps, core, events, kueue
+from kq.api import apps, appwrapper, core, events, kueue, training
 from kq.api.constants import KUEUE_GROUP, KUEUE_VERSION
 
 __all__ = [
@@ -87,6 +87,24 @@ KINDS: tuple[KindInfo, ...] = (
              type=apps.StatefulSet, has_status=True, short_names=("sts",)),
     KindInfo(kind="LeaderWorkerSet", group="leaderworkerset.x-k8s.io", version="v1", plural="leaderworkersets",
              namespaced=True, type=apps.LeaderWorkerSet, has_status=True, short_names=("lws",)),
+    *(KindInfo(kind=kind, group="kubeflow.org", version="v1", plural=f"{kind.lower()}s", namespaced=True,
+               type=getattr(training, kind), has_status=True)
+      for kind in ("PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob")),
+    KindInfo(kind="MPIJob", group="kubeflow.org", version="v2beta1", plural="mpijobs", namespaced=True,
+             type=training.MPIJob, has_status=True),
+    KindInfo(kind="RayJob", group="ray.io", version="v1", plural="rayjobs", namespaced=True,
+             type=training.RayJob, has_status=True),
+    KindInfo(kind="TrainJob", group="trainer.kubeflow.org", version="v1alpha1", plural="trainjobs", namespaced=True,
+             type=training.TrainJob, has_status=True),
+    KindInfo(kind="TrainingRuntime", group="trainer.kubeflow.org", version="v1alpha1", plural="trainingruntimes",
+             namespaced=True, type=training.TrainingRuntime, has_status=False),
+    KindInfo(kind="ClusterTrainingRuntime", group="trainer.kubeflow.org", version="v1alpha1",
+             plural="clustertrainingruntimes", namespaced=False, type=training.ClusterTrainingRuntime,
+             has_status=False),
+    KindInfo(kind="AppWrapper", group="workload.codeflare.dev", version="v1beta2", plural="appwrappers",
+             namespaced=True, type=appwrapper.AppWrapper, has_status=True, short_names=("aw",)),
+    KindInfo(kind="RayCluster", group="ray.io", version="v1", plural="rayclusters", namespaced=True,
+             type=training.RayCluster, has_status=True),
     _kueue("ResourceFlavor", "resourceflavors", False, kueue.ResourceFlavor, False, "flavor", "flavors", "rf"),
     _kueue("ClusterQueue", "clusterqueues", False, kueue.ClusterQueue, True, "cq"),
     _kueue("LocalQueue", "localqueues", True, kueue.LocalQueue, True, "queue", "queues", "lq"),

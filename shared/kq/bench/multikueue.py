@@ -26,7 +26,8 @@ from kq.api.kueue import ClusterQueue
 from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects
 from kq.bench.job_ledger import JobLedger
 from kq.bench.live import _create, _workdir
-from kq.kube import KubeClient
+from kq.bench.procstats import process_stats
+from kq.kube import Gone, KubeClient, KubeError
 from kq.stack import Stack
 
 Say = Callable[[str], None]
@@ -43,8 +44,43 @@ class _St(msgspec.Struct, frozen=True):
     conditions: tuple[_Cond, ...] = ()
 
 
+class _Meta(msgspec.Struct, frozen=True, rename="camel"):
+    name: str = ""
+    resource_version: str = ""
+
+
 class _Wl(msgspec.Struct, frozen=True):
+    metadata: _Meta = _Meta()
     status: _St = _St()
+
+    @property
+    def finished_reason(self) -> str | None:
+        return next((c.reason for c in self.status.conditions if c.type == "Finished" and c.status == "True"), None)
+
+
+async def _follow_finished(manager: KubeClient, done: dict[str, str | None]) -> None:
+    """Keep `done` (Workload name -> Finished reason) current from a watch: polling a list of every
+    Workload several times a second cost the API server more than some of what is measured."""
+    rv = ""
+    while True:
+        try:
+            if not rv:
+                raws, rv = await manager.list("workload")
+                done.clear()
+                for raw in raws:
+                    wl = msgspec.json.decode(raw, type=_Wl)
+                    done[wl.metadata.name] = wl.finished_reason
+            async for ev in manager.watch("workload", rv, timeout_s=60):
+                wl = msgspec.json.decode(ev.raw, type=_Wl)
+                rv = wl.metadata.resource_version or rv
+                if ev.type == "DELETED":
+                    done.pop(wl.metadata.name, None)
+                elif ev.type != "BOOKMARK":
+                    done[wl.metadata.name] = wl.finished_reason
+        except Gone:
+            rv = ""
+        except KubeError:
+            await asyncio.sleep(0.2)
 
 
 class PassResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -54,6 +90,7 @@ class PassResult(msgspec.Struct, frozen=True, kw_only=True):
     failed: int
     wall_s: float
     timed_out: bool
+    cpu_ms: dict[str, int] = {}  # CPU used during the pass, per service (instances summed)
 
     @property
     def throughput(self) -> float:
@@ -97,6 +134,25 @@ async def _setup(client: KubeClient, plan: BenchPlan, with_check: bool) -> None:
             await _create(client, obj)
 
 
+def _cpu_by_service(stack: Stack) -> dict[str, int]:
+    """CPU used so far by each process of the stack, summed per service (nats-server, kubesim, ...)."""
+    out: dict[str, int] = {}
+    for p in stack.state.processes if stack.state is not None else ():
+        st = process_stats(p.name, p.pid)
+        if st is not None:
+            name = p.service or p.name
+            out[name] = out.get(name, 0) + st.cpu_ms
+    return out
+
+
+async def _measured(stack: Stack, drive: Any) -> PassResult:
+    """Run one pass and record the CPU the stack spent on it (robust to a shared machine's load)."""
+    before = _cpu_by_service(stack)
+    result: PassResult = await drive
+    after = _cpu_by_service(stack)
+    return msgspec.structs.replace(result, cpu_ms={n: after[n] - before.get(n, 0) for n in sorted(after)})
+
+
 async def _drive(manager: KubeClient, plan: BenchPlan, multikueue: bool, timeout_s: float, label: str,
                  say: Say) -> PassResult:
     total = len(plan.workloads)
@@ -111,15 +167,14 @@ async def _drive(manager: KubeClient, plan: BenchPlan, multikueue: bool, timeout
             await manager.create("Job", w.namespace, job_body(w, multikueue))
 
     creator = asyncio.gather(*(one(w) for w in plan.workloads))
+    done: dict[str, str | None] = {}  # manager Workload -> its Finished reason (None: not finished)
+    follower = asyncio.create_task(_follow_finished(manager, done))
     finished = failed = 0
     last_say = 0.0
     try:
         while True:
-            raws, _ = await manager.list("workload")
-            conds = [next((c for c in msgspec.json.decode(r, type=_Wl).status.conditions
-                           if c.type == "Finished" and c.status == "True"), None) for r in raws]
-            finished = sum(c is not None for c in conds)
-            failed = sum(c is not None and c.reason != "Succeeded" for c in conds)
+            reasons = [r for r in done.values() if r is not None]
+            finished, failed = len(reasons), sum(r != "Succeeded" for r in reasons)
             now = time.monotonic() - t0
             if finished >= total:
                 break
@@ -131,9 +186,10 @@ async def _drive(manager: KubeClient, plan: BenchPlan, multikueue: bool, timeout
             await asyncio.sleep(0.25)
         await creator
     finally:
+        follower.cancel()
         if not creator.done():
             creator.cancel()
-            await asyncio.gather(creator, return_exceptions=True)
+        await asyncio.gather(creator, follower, return_exceptions=True)
     return PassResult(label=label, jobs=total, finished=finished, failed=failed, wall_s=time.monotonic() - t0,
                       timed_out=False)
 
@@ -144,7 +200,7 @@ async def single_pass(plan: BenchPlan, workdir: Path, timeout_s: float, say: Say
         client = await KubeClient.from_kubeconfig(stack.kubeconfig("manager"))
         try:
             await _setup(client, plan, with_check=False)
-            return await _drive(client, plan, False, timeout_s, "single cluster", say)
+            return await _measured(stack, _drive(client, plan, False, timeout_s, "single cluster", say))
         finally:
             await client.close()
 
@@ -163,13 +219,35 @@ async def multikueue_pass(plan: BenchPlan, workers: int, workdir: Path, timeout_
             for obj in _mk_objects(names):
                 await clients["manager"].create(obj["kind"], None, obj)
             await asyncio.gather(*(_setup(clients[n], plan, with_check=False) for n in names))
+            await _wait_active(clients["manager"], len(names), say)
             async with JobLedger({n: clients[n] for n in names}) as ledger:
-                result = await _drive(clients["manager"], plan, True, timeout_s,
-                                      f"multikueue ({workers} workers)", say)
+                result = await _measured(stack, _drive(clients["manager"], plan, True, timeout_s,
+                                                       f"multikueue ({workers} workers)", say))
             return result, ledger
         finally:
             for c in clients.values():
                 await c.close()
+
+
+class _Named(msgspec.Struct, frozen=True):
+    status: _St = _St()
+
+
+async def _wait_active(manager: KubeClient, workers: int, say: Say, timeout_s: float = 180.0) -> None:
+    """The clock starts once the setup is live (every MultiKueueCluster and the check Active), as it
+    would be in a cluster that has been running: connecting to N workers is not throughput."""
+    t0 = time.monotonic()
+    while True:
+        mkcs, _ = await manager.list("multikueuecluster")
+        acs, _ = await manager.list("admissioncheck")
+        conds = [msgspec.json.decode(r, type=_Named).status.conditions for r in [*mkcs, *acs]]
+        active = [any(c.type == "Active" and c.status == "True" for c in cs) for cs in conds]
+        if len(active) == workers + 1 and all(active):
+            say(f"  multikueue setup active after {time.monotonic() - t0:.1f} s")
+            return
+        if time.monotonic() - t0 > timeout_s:
+            raise TimeoutError(f"MultiKueue setup not active after {timeout_s:.0f} s")
+        await asyncio.sleep(0.25)
 
 
 def render(single: PassResult, mk: PassResult, ledger: JobLedger, workers: int, dispatcher: str) -> str:
@@ -178,11 +256,15 @@ def render(single: PassResult, mk: PassResult, ledger: JobLedger, workers: int, 
         return (f"{r.label:<28} {state}{r.finished}/{r.jobs} jobs finished ({r.failed} failed) in {r.wall_s:6.1f} s"
                 f"  = {r.throughput:6.2f} jobs/s")
 
+    def cpu(r: PassResult) -> str:
+        per = ", ".join(f"{n} {ms / max(r.finished, 1):.1f}" for n, ms in sorted(r.cpu_ms.items(), key=lambda i: -i[1]))
+        return f"  CPU ms per job, {r.label}: total {sum(r.cpu_ms.values()) / max(r.finished, 1):.1f} ({per})"
+
     ratio = mk.throughput / single.throughput if single.throughput else 0.0
     twice = ledger.ran_more_than_once()
     overlap = "never" if not ledger.overlaps else f"SEEN {len(ledger.overlaps)} times, e.g. {ledger.overlaps[:3]}"
     lines = [
-        line(single), line(mk),
+        line(single), line(mk), cpu(single), cpu(mk),
         f"throughput through MultiKueue: {ratio * 100:.0f} % of single-cluster (goal >= 50 %); dispatcher {dispatcher}",
         f"job in two workers: {overlap}"
         f" (checked by watching the Jobs of all {workers} workers)",

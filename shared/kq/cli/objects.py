@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -12,6 +13,8 @@ import yaml
 
 from kq.api import KindInfo
 from kq.api.events import Event
+from kq.api.meta import LabelSelector, selector_matches
+from kq.api.registry import decode_object
 from kq.cli import busread, pending
 from kq.cli.apply import (
     Reporter,
@@ -25,11 +28,12 @@ from kq.cli.apply import (
     read_sources,
 )
 from kq.cli.describe import describe_workload
+from kq.cli.selectors import SelectorSyntaxError, parse_selector
 from kq.cli.tables import render
 from kq.cli.target import Target, resolve
 from kq.cli.views import table_for
 from kq.kube import KubeClient
-from kq.mirror import MirrorView, ObjectRecord
+from kq.mirror import MirrorView, ObjectRecord, SyncMarker
 from kq.scenario.refs import JOB_KINDS
 
 
@@ -113,15 +117,41 @@ def _dump(docs: list[Any], single: bool, fmt: str) -> str:
     return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
 
 
+def _selector(args: argparse.Namespace) -> LabelSelector | None:
+    text = getattr(args, "selector", None)
+    if not text:
+        return None
+    try:
+        return parse_selector(text)
+    except SelectorSyntaxError as e:
+        raise UsageError(str(e)) from None
+
+
+def _labelled(rec: ObjectRecord, typed: Any, selector: LabelSelector | None) -> bool:
+    return selector is None or selector_matches(selector, typed.metadata.labels)
+
+
 async def cmd_get(args: argparse.Namespace, io: Streams) -> int:
     if args.kind.lower() in pending.KINDS:  # Kueue's visibility API: asked of the admission leader
         return await pending.cmd_get_pending(args, io)
     info = kind_or_usage(args.kind)
+    selector = _selector(args)
+    watch = getattr(args, "watch", False)
+    if watch and args.output in ("yaml", "json", "name"):
+        raise UsageError("-w prints table rows; leave out -o yaml|json|name")
     target = resolve(args)
     async with busread.connected(target.need_nats()) as bus:
         view = await busread.mirror(bus, target.cluster, info.token)
+        code = _print_get(args, io, view, target.cluster, info, selector)
+        if watch:
+            await _watch(args, io, bus, view, target.cluster, info, selector)
+    return code
+
+
+def _print_get(args: argparse.Namespace, io: Streams, view: MirrorView, cluster: str, info: KindInfo,
+               selector: LabelSelector | None) -> int:
     ns = _scope(info, args)
-    recs = _selected(view, target.cluster, info, ns)
+    recs = [r for r in _selected(view, cluster, info, ns) if _labelled(r, view.typed(r.key), selector)]
     failed = False
     if args.names:
         by_name: dict[str, Any] = {}
@@ -146,11 +176,41 @@ async def cmd_get(args: argparse.Namespace, io: Streams) -> int:
     elif recs:
         objs = [view.typed(r.key) for r in recs]
         now = datetime.now(UTC)
-        io.out.write(render(table_for(info.token, objs, now, all_namespaces=info.namespaced and ns is None)))
+        io.out.write(render(table_for(info.token, objs, now, all_namespaces=info.namespaced and ns is None,
+                                      wide=args.output == "wide")))
     if not recs and not args.names:
         where = f" in {ns} namespace" if ns else ""
         print(f"No resources found{where}.", file=io.err)
+    io.out.flush()
     return 1 if failed else 0
+
+
+async def _watch(args: argparse.Namespace, io: Streams, bus: Any, view: MirrorView, cluster: str, info: KindInfo,
+                 selector: LabelSelector | None) -> None:
+    """`-w`: after the list, one row per change of a shown object, as kubectl get -w (until interrupted)."""
+    ns = _scope(info, args)
+    changed: asyncio.Queue[ObjectRecord] = asyncio.Queue()
+
+    def on_change(what: ObjectRecord | SyncMarker) -> None:
+        if isinstance(what, ObjectRecord) and what.kind == info.token and (ns is None or what.namespace == ns) \
+                and (not args.names or what.name in args.names):
+            changed.put_nowait(what)
+
+    async with MirrorView().replay(bus, cluster, info.token, on_change=on_change) as follow:
+        await follow.wait_caught_up(busread.READ_TIMEOUT_S)
+        seen = {r.key: r.resource_version for r in view.items(cluster, info.token)}
+        while True:
+            rec = await changed.get()
+            if seen.get(rec.key) == rec.resource_version and not rec.deleted:
+                continue  # the replay's first pass: already listed
+            seen[rec.key] = rec.resource_version
+            obj = decode_object(info.token, rec.raw)
+            if not _labelled(rec, obj, selector):
+                continue
+            table = table_for(info.token, [obj], datetime.now(UTC), all_namespaces=info.namespaced and ns is None,
+                              wide=args.output == "wide")
+            io.out.write(render(table).split("\n", 1)[1])  # the row without the header
+            io.out.flush()
 
 
 # -- describe --------------------------------------------------------------------------------------

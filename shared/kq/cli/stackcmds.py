@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+from datetime import UTC, datetime
 from pathlib import Path
+
+import msgspec
 
 from kq.cli.busread import BusReadError, connected
 from kq.cli.objects import Streams
@@ -13,6 +16,8 @@ from kq.config import ConfigError, KueueConfig, load_kueue_config, unused_fields
 from kq.installed import installed_services
 from kq.stack import Stack, StackError, StateError, is_alive, read_state, stop_stack
 from kq.stack.health import http_readiness, instance_status
+from kq.stack.state import StackState, write_state
+from kq.stack.supervise import spawn_detached
 
 
 def _kueue_config(path: str | None) -> KueueConfig | None:
@@ -53,11 +58,29 @@ async def cmd_up(args: argparse.Namespace, io: Streams) -> int:
     if unknown:
         raise StackError(f"--replicas: no service {', '.join(unknown)} (services: {', '.join(stack.services)})")
     state = await stack.up()
+    state = supervised(state)
     say(f"stack is up: nats {state.nats_url}, kubesim {state.kubesim_url}")
     for c in state.clusters:
         say(f"  cluster {c.name} ({c.role}): kubeconfig {c.kubeconfig}")
     say(f"logs in {Path(state.dir) / 'logs'}; stop it with `kq down{_dir_flag(args)}`")
     return 0
+
+
+def supervised(state: StackState) -> StackState:
+    """The stack with its supervisor (restarts what dies) recorded beside the processes it watches."""
+    rec = spawn_detached(Path(state.dir), Path(state.dir) / "logs" / "supervisor.log")
+    state = msgspec.structs.replace(state, processes=(*state.processes, rec))
+    write_state(state)
+    return state
+
+
+def _age(since: str) -> str:
+    try:
+        s = int((datetime.now(UTC) - datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC))
+                .total_seconds())
+    except ValueError:
+        return "-"
+    return f"{s}s" if s < 120 else f"{s // 60}m" if s < 7200 else f"{s // 3600}h"
 
 
 def _dir_flag(args: argparse.Namespace) -> str:
@@ -103,10 +126,14 @@ async def cmd_status(args: argparse.Namespace, io: Streams) -> int:
     for c in state.clusters:
         print(f"cluster: {c.name} ({c.role}) kubeconfig {c.kubeconfig}", file=io.out)
     print(file=io.out)
-    rows = [(p.name, str(p.pid), "running" if alive[p.name] else "exited", health.get(p.name, "-"),
+    # RESTARTS and AGE as kubectl shows them for pods: how often the supervisor started it again
+    # and since when the current process runs.
+    rows = [(p.name, str(p.pid), "running" if alive[p.name] else "exited", str(p.restarts),
+             _age(p.last_restart or state.started_at), health.get(p.name, "-"),
              ready.get(p.name, "-"), metrics.get(p.name, "-"), p.log)
             for p in state.processes]
-    io.out.write(render(Table(("PROCESS", "PID", "STATE", "HEALTH", "READY", "METRICS", "LOG"), rows)))
+    io.out.write(render(Table(("PROCESS", "PID", "STATE", "RESTARTS", "AGE", "HEALTH", "READY", "METRICS", "LOG"),
+                              rows)))
     bad = [p.name for p in state.processes if not alive[p.name]]
     bad += [n for n, h in health.items() if h not in ("ready", "standby")]
     bad += [n for n, r in ready.items() if r != "ready"]

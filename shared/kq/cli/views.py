@@ -181,9 +181,37 @@ _VIEWS: dict[str, Callable[[Sequence[Any], datetime], Table]] = {
 }
 
 
-def table_for(kind: str, objs: Sequence[Any], now: datetime, *, all_namespaces: bool = False) -> Table:
+def _labels(obj: Any) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(obj.metadata.labels.items())) or NONE
+
+
+def _workload_wide(wl: Any) -> tuple[str, ...]:
+    why = workload_reason(wl)
+    return (str(wl.spec.priority) if wl.spec.priority is not None else NONE, why.reason if why else NONE)
+
+
+# `-o wide`: the columns Kueue prints at priority 1 and a few more, after the others (as kubectl does).
+_WIDE: dict[str, tuple[tuple[str, ...], Callable[[Any], tuple[str, ...]]]] = {
+    "workload": (("PRIORITY", "REASON"), _workload_wide),
+    "clusterqueue": (("STRATEGY", "RESERVING WORKLOADS", "STOP POLICY"), lambda cq: (
+        cq.spec.queueing_strategy, str(cq.status.reserving_workloads), cq.spec.stop_policy)),
+    "localqueue": (("RESERVING WORKLOADS", "STOP POLICY"), lambda lq: (
+        str(lq.status.reserving_workloads), lq.spec.stop_policy)),
+    "pod": (("LABELS",), lambda pod: (_labels(pod),)),
+}
+
+
+def _widen(kind: str, table: Table, objs: Sequence[Any]) -> Table:
+    headers, extra = _WIDE.get(kind, (("LABELS",), lambda o: (_labels(o),)))
+    return Table((*table.headers, *headers), [(*row, *extra(o)) for row, o in zip(table.rows, objs, strict=True)])
+
+
+def table_for(kind: str, objs: Sequence[Any], now: datetime, *, all_namespaces: bool = False,
+              wide: bool = False) -> Table:
     """The table `kq get <kind>` prints; `kind` is the lower-case kind token ("workload")."""
     table = _VIEWS.get(kind, _generic)(objs, now)
+    if wide:
+        table = _widen(kind, table, objs)
     if all_namespaces:
         table = with_namespace(table, [o.metadata.namespace for o in objs])
     return table

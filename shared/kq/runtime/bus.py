@@ -24,6 +24,7 @@ from opentelemetry.trace import NoOpTracerProvider, Tracer, TracerProvider
 
 from kq.clock import SYSTEM_CLOCK, Clock
 from kq.config import NatsConfig
+from kq.messages import SCHEMA_HEADER, SCHEMA_VERSION
 from kq.metrics import ProcessMetrics
 from kq.obs import get_logger, inject_context
 from kq.runtime import consume as _consume
@@ -36,6 +37,7 @@ Handler = Callable[[Delivery], Awaitable[None]]
 BatchHandler = Callable[[list[Delivery]], Awaitable[Sequence[BaseException | None]]]
 
 MSG_ID = "Nats-Msg-Id"
+_SCHEMA = str(SCHEMA_VERSION)
 SCHEDULE = "Nats-Schedule"
 SCHEDULE_TARGET = "Nats-Schedule-Target"
 
@@ -161,6 +163,7 @@ class Bus:
         h = dict(headers) if headers else {}
         if msg_id is not None:
             h[MSG_ID] = msg_id
+        h.setdefault(SCHEMA_HEADER, _SCHEMA)  # kq.messages: which schema the payload follows
         # A message may name its own parent (one trace per workload, kq.obs); else the current span.
         return h if "traceparent" in h else inject_context(h)
 

@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from kq.api.kueue import Workload
 from kq.api.registry import UnknownKindError, kind_info
 
-JOB_KINDS = ("Job", "JobSet", "Pod", "StatefulSet")
+JOB_KINDS = ("Job", "JobSet", "Pod", "StatefulSet", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob",
+             "MPIJob", "RayJob", "RayCluster", "TrainJob", "AppWrapper")
 
 
 def known_kind(kind: str) -> bool:

@@ -34,6 +34,9 @@ class ProcessRecord(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     start_ticks: int | None = None  # /proc/<pid>/stat starttime; None where /proc is absent
     service: str | None = None
     instance: str | None = None
+    env: dict[str, str] | None = None  # kq's own variables (the rest is the caller's environment)
+    restarts: int = 0  # by the supervisor
+    last_restart: str | None = None
 
 
 def start_ticks(pid: int) -> int | None:
@@ -104,6 +107,7 @@ class ChildProcess:
         detach: bool = False,
         service: str | None = None,
         instance: str | None = None,
+        record_env: Mapping[str, str] | None = None,
     ) -> ChildProcess:
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "ab") as out:
@@ -117,7 +121,8 @@ class ChildProcess:
                 start_new_session=detach,  # detached: a Ctrl-C in the terminal does not reach it
             )
         rec = ProcessRecord(name=name, role=role, pid=popen.pid, argv=tuple(argv), log=str(log),
-                            start_ticks=start_ticks(popen.pid), service=service, instance=instance)
+                            start_ticks=start_ticks(popen.pid), service=service, instance=instance,
+                            env=dict(record_env) if record_env else None)
         return cls(popen, rec)
 
     @property

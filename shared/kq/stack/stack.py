@@ -37,8 +37,10 @@ from kq.natsserver import NatsServer, NatsServerError
 from kq.runtime.bus import Bus
 from kq.stack.health import HEALTHY, instance_status
 from kq.stack.process import ChildProcess, ProcessRecord, is_alive, log_tail, start_ticks, stop_pids
-from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs
+from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs, kueue_docs_secret_name
 from kq.stack.state import ClusterRecord, StackState, read_state, remove_state, state_path, write_state
+from kq.stack.supervise import Restart, RestartPolicy, Supervisor
+from kq.stack.supervised import SupervisedChildren, with_port
 
 ClusterSpec = tuple[str, str]  # (name, role)
 DEFAULT_CLUSTERS: tuple[ClusterSpec, ...] = (("manager", "manager"), ("worker-1", "worker"), ("worker-2", "worker"))
@@ -77,7 +79,7 @@ def _kueue(config: KueueConfig | Mapping[str, Any] | None) -> KueueConfig:
         raise StackError(str(e)) from None
 
 
-class Stack:
+class Stack(SupervisedChildren):
     def __init__(
         self,
         dir: str | os.PathLike[str],
@@ -91,6 +93,9 @@ class Stack:
         log_level: str = "info",
         progress: Progress | None = None,
         kubesim_args: Sequence[str] = (),
+        supervise: bool = False,
+        restart_policy: RestartPolicy | None = None,
+        on_restart: Callable[[Restart], None] | None = None,
     ) -> None:
         if not clusters:
             raise StackError("a stack needs at least one cluster")
@@ -118,6 +123,10 @@ class Stack:
         self._kubeconfigs: dict[str, str] = {}
         self.state: StackState | None = None
         self._owns_dir = False  # set once this stack claimed the dir (so down() may clear its state)
+        # In-process supervision (detached stacks get a supervisor process from `kq up` instead).
+        self.supervisor: Supervisor | None = (Supervisor(restart_policy, on_restart) if supervise and not detach
+                                              else None)
+        self._supervising: asyncio.Task[None] | None = None
 
     # -- what callers use ---------------------------------------------------------------------
 
@@ -174,6 +183,7 @@ class Stack:
             self._bus = await Bus.connect(self.nats_config(), "kq-stack", connect_timeout_s=self._left(deadline))
             await self._bus.ensure_streams()
             await self._start_services(deadline)
+            self._supervise()
         except BaseException as e:
             await self._abort()
             if isinstance(e, (StackError, asyncio.CancelledError, KeyboardInterrupt)):
@@ -226,9 +236,10 @@ class Stack:
         kdir.mkdir(parents=True, exist_ok=True)
         names = [name for name, _ in self.clusters]
         argv = [sys.executable, "-m", "kubesim", "--clusters", ",".join(names), "--port", "0",
-                "--kubeconfig-dir", str(kdir), *self._kubesim_args]
+                "--kubeconfig-dir", str(kdir), *self._kueue_webhook_args(), *self._kubesim_args]
         self._kubesim = ChildProcess.spawn("kubesim", "kubesim", argv, self.log_path("kubesim"),
-                                           env=self._env(), cwd=self.dir, detach=self.detach)
+                                           env=self._env(), cwd=self.dir, detach=self.detach,
+                                           record_env=self._own_env())
         while True:
             m = _KUBESIM_READY.search(_read(self.log_path("kubesim")))
             if m:
@@ -242,12 +253,26 @@ class Stack:
             self._kubeconfigs[name] = str(_find_kubeconfig(kdir, name))
         self._progress(_line("kubesim", "ready", f"{self._kubesim_url}  clusters {', '.join(names)}", t0))
 
+    def _kueue_webhook_args(self) -> list[str]:
+        """kubesim plays Kueue's webhooks: they need the Kueue configuration's job-management fields."""
+        cfg, out = self.kueue_config, []
+        if cfg.manage_jobs_without_queue_name:
+            out.append("--manage-jobs-without-queue-name")
+        if cfg.managed_jobs_namespace_selector is not None:
+            out += ["--managed-jobs-namespace-selector",
+                    msgspec.json.encode(cfg.managed_jobs_namespace_selector).decode()]
+        if cfg.namespace:
+            out += ["--kueue-namespace", cfg.namespace]
+        return out
+
     async def _give_worker_kubeconfigs(self) -> None:
         managers = [n for n, r in self.clusters if r == "manager"]
         workers = {n: self._kubeconfigs[n] for n, r in self.clusters if r == "worker"}
         if managers and workers:
             names = await give_worker_kubeconfigs(self._kubeconfigs[managers[0]], workers)
-            self._progress(f"  {'secrets':<14} ready    {', '.join(names)} in {managers[0]}/{KQ_NAMESPACE}")
+            docs = ", ".join(kueue_docs_secret_name(w) for w in sorted(workers))
+            self._progress(f"  {'secrets':<14} ready    {', '.join(names)} in {managers[0]}/{KQ_NAMESPACE} "
+                           f"(also as {docs}, as Kueue's docs name them)")
 
     def _write_config(self) -> None:
         cfg = Config(
@@ -259,13 +284,18 @@ class Stack:
         text = yaml.safe_dump(msgspec.to_builtins(cfg), sort_keys=False)
         self.config_path.write_text(f"# generated by kq's local stack; every service reads it (KQ_CONFIG)\n{text}")
 
-    def _env(self, instance: str | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in _OWN_ENV}
-        env["PYTHONUNBUFFERED"] = "1"  # log lines reach the file as they happen
+    def _own_env(self, instance: str | None = None) -> dict[str, str]:
+        """The variables the stack sets for a child (recorded, so that a supervisor can restart it)."""
+        env = {"PYTHONUNBUFFERED": "1"}  # log lines reach the file as they happen
         if instance is not None:
             env["KQ_CONFIG"] = str(self.config_path)
             env["KQ_INSTANCE"] = instance
             env["KQ_HTTP_PORT"] = "0"  # any free port: /metrics and probes, announced in the health answer
+        return env
+
+    def _env(self, instance: str | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in _OWN_ENV}
+        env.update(self._own_env(instance))
         return env
 
     def _instances(self) -> list[tuple[str, str]]:
@@ -282,7 +312,8 @@ class Stack:
             raise StackError(f"{name} is already running")
         child = ChildProcess.spawn(name, "service", [sys.executable, "-m", f"services.{service}"],
                                    self.log_path(name), env=self._env(instance), cwd=self.dir,
-                                   detach=self.detach, service=service, instance=instance)
+                                   detach=self.detach, service=service, instance=instance,
+                                   record_env=self._own_env(instance))
         self._services[name] = child
         return child
 
@@ -312,14 +343,21 @@ class Stack:
 
     def _snapshot(self) -> StackState:
         assert self._nats is not None and self._nats.pid is not None and self._nats.log_file is not None
-        nats_rec = ProcessRecord(name="nats-server", role="nats", pid=self._nats.pid, argv=("nats-server",),
+        nats_rec = ProcessRecord(name="nats-server", role="nats", pid=self._nats.pid,
+                                 argv=with_port(self._nats.argv, "-p", self._nats.client_port),
                                  log=str(self._nats.log_file), start_ticks=start_ticks(self._nats.pid))
         procs = [nats_rec] + [c.record for c in self._children()]
+        if self._kubesim is not None:  # restarted on the port its kubeconfigs name
+            k = self._kubesim.record
+            procs[1] = msgspec.structs.replace(k, argv=with_port(k.argv, "--port", self._kubesim_port()))
         return StackState(
             dir=str(self.dir), nats_url=self.nats_url, kubesim_url=self.kubesim_url, config=str(self.config_path),
             clusters=tuple(ClusterRecord(name=n, role=r, kubeconfig=self._kubeconfigs[n]) for n, r in self.clusters),
             processes=tuple(procs), started_at=_now(),
         )
+
+    def _kubesim_port(self) -> int:
+        return int(self.kubesim_url.rsplit(":", 1)[1])
 
     def _children(self) -> list[ChildProcess]:
         kids = [self._kubesim] if self._kubesim is not None else []
@@ -329,6 +367,10 @@ class Stack:
 
     async def down(self, grace_s: float = 10.0) -> None:
         """Services first (they drain while the bus is up), then kubesim, then nats-server."""
+        if self._supervising is not None:
+            task, self._supervising = self._supervising, None
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         await self._close_bus()
         services = list(self._services.values())
         self._services.clear()
@@ -371,6 +413,8 @@ class Stack:
         except TimeoutError:
             raise StackError(f"{name} still running {timeout_s}s after {sig.name}") from None
         del self._services[name]
+        if self.supervisor is not None:
+            self.supervisor.forget(name)  # stopped on purpose: not to be restarted
         return code
 
     async def start(self, service: str, instance: str = "0", *, timeout_s: float | None = None) -> None:
@@ -380,6 +424,7 @@ class Stack:
         if service not in self.services:
             self.services.append(service)
         self._spawn_service(service, instance)
+        self._watch_service(process_name(service, instance))
         await self._wait_healthy(service, instance, time.monotonic() + (timeout_s or self.timeout_s))
 
     def process(self, service: str, instance: str = "0") -> ChildProcess | None:
@@ -391,7 +436,8 @@ async def stop_stack(stack_dir: str | os.PathLike[str], *, grace_s: float = 10.0
     """Stop a stack another process started (kq down): by the pids in stack.json. Returns the names killed hard."""
     say = progress or (lambda _line: None)
     state = read_state(stack_dir)
-    groups = [[p for p in state.processes if p.role == "service"],
+    groups = [[p for p in state.processes if p.role == "supervisor"],  # first: it would restart the rest
+              [p for p in state.processes if p.role == "service"],
               [p for p in state.processes if p.role == "kubesim"],
               [p for p in state.processes if p.role == "nats"]]
     killed: list[str] = []

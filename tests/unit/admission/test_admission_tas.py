@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from admission_builders import cq, flavor, wl
+from admission_builders import cq, flavor, fq, wl
 from admission_world import world
 from msgspec.structs import replace
 
@@ -93,3 +93,85 @@ def test_a_missing_topology_makes_the_queue_inactive_naming_it() -> None:
     w.apply(Topology(name="dc"))
     assert [p.workload for p in w.step(2.0, echo=False).placements] == ["default/a"]
 
+
+
+def test_evicted_workloads_still_holding_quota_are_candidates_first() -> None:
+    """Kueue's candidate order puts workloads already being evicted first. They still hold their
+    placement in the solver until their quota is released, so a question that left them out made
+    the solver find no victim, or pick others beside them (the intermittent TAS preemption defect)."""
+    w = world(cq("cq").flavor("tas", cpu="8").preemption(within="LowerPriority").obj())
+    w.apply(replace(flavor("tas"), topology_name="dc"))
+    w.apply(Topology(name="dc"))
+    w.apply(wl("default/low-1").queue("cq").priority(1).pods("main", 1, cpu="1").reserved("cq", "tas", at=1.0)
+            .evicted().obj())
+    w.apply(wl("default/low-2").queue("cq").priority(1).pods("main", 1, cpu="1").reserved("cq", "tas", at=2.0).obj())
+    high = replace(_tas_wl("default/high", at=3.0), priority=10)
+    w.apply(high)
+    [req] = w.step(4.0, echo=False).placements
+    assert req.workload == "default/high"
+    assert req.candidates == ("default/low-1", "default/low-2")
+
+
+def test_a_flavor_without_topology_is_skipped_for_the_next_one() -> None:
+    """Kueue's flavor assigner: a pod set asking for a topology tries the queue's next flavor when
+    the first one has no Topology; a pod set asking for none skips TAS flavors in a mixed queue."""
+    w = world(cq("cq").group(fq("plain", cpu="8"), fq("tas", cpu="8")).obj())
+    w.apply(flavor("plain"))
+    w.apply(replace(flavor("tas"), topology_name="dc"))
+    w.apply(Topology(name="dc"))
+    w.apply(_tas_wl("default/a"))
+    [req] = w.step(1.0, echo=False).placements
+    assert req.workload == "default/a" and req.pod_sets[0].flavor == "tas"
+    w = world(cq("cq").group(fq("tas", cpu="8"), fq("plain", cpu="8")).obj())
+    w.apply(flavor("plain"))
+    w.apply(replace(flavor("tas"), topology_name="dc"))
+    w.apply(Topology(name="dc"))
+    w.apply(wl("default/b").queue("cq").pods("main", 1, cpu="1").obj())
+    r = w.step(1.0, echo=False)
+    assert r.placements == () and [d.workload for d in r.admissions] == ["default/b"]
+    assert r.admissions[0].pod_sets[0].flavors == {"cpu": "plain"}
+
+
+def test_no_flavor_with_a_topology_says_so() -> None:
+    w = world(cq("cq").flavor("plain", cpu="8").obj())
+    w.apply(flavor("plain"))
+    w.apply(_tas_wl("default/a"))
+    r = w.step(1.0, echo=False)
+    assert r.placements == () and r.admissions == ()
+    assert 'Flavor "plain" does not support TopologyAwareScheduling' in w.messages["default/a"]
+
+
+def _on_failed_node(w):
+    base = _tas_wl("default/a")
+    admitted = wl("default/a").queue("cq").pods("main", 2, cpu="1").reserved("cq", "tas").obj()
+    assert admitted.admission is not None
+    admission = replace(admitted.admission, pod_sets=(replace(admitted.admission.pod_sets[0],
+                                                              topology_assignment=ASSIGNMENT),))
+    w.apply(replace(admitted, pod_sets=base.pod_sets, admission=admission, unhealthy_nodes=("x1",)))
+    r = w.step(1.0, echo=False)
+    [req] = r.placements
+    assert req.workload == "default/a" and req.repair_node == "x1" and r.evictions == ()
+    return req
+
+
+def test_a_failed_node_is_replaced_in_place_when_the_solver_finds_room() -> None:
+    w = _world()
+    req = _on_failed_node(w)
+    moved = compact_topology_assignment(("kubernetes.io/hostname",), [TopologyDomain(("x2",), 2)])
+    w.state.apply(PlacementAnswer(workload="default/a", uid=req.uid, request_id=req.id, placed=True,
+                                  topology={"main": moved}, at=1.0))
+    r = w.step(1.1, echo=False)
+    [repair] = r.repairs
+    assert repair.node == "x1" and repair.pod_sets[0].topology_assignment == moved
+    assert r.evictions == () and r.admissions == ()
+
+
+def test_no_replacement_evicts_for_node_failures() -> None:
+    w = _world()
+    req = _on_failed_node(w)
+    w.state.apply(PlacementAnswer(workload="default/a", uid=req.uid, request_id=req.id, placed=False,
+                                  reason="NoReplacement", message="no room", at=1.0))
+    r = w.step(1.1, echo=False)
+    [ev] = r.evictions
+    assert ev.reason == "NodeFailures" and r.repairs == ()
+    assert ev.message == "Workload was evicted as there was no replacement for unhealthy node(s): x1"

@@ -7,7 +7,7 @@ from typing import Any
 from msgspec.structs import replace
 
 from kq.api import constants as k
-from kq.api.core import Job, JobSpec, JobStatus
+from kq.api.core import Job, JobSet, JobSetSpec, JobSetStatus, JobSpec, JobStatus
 from kq.api.kueue import Admission, AdmissionCheckState, PodSetAssignment, Workload, WorkloadStatus
 from kq.api.meta import Condition, ObjectMeta, OwnerReference
 from services.dispatcher.core.model import ClusterView, Inputs, Settings
@@ -60,8 +60,14 @@ def job(*, suspend: bool = True, status: JobStatus | None = None, managed: bool 
                status=status if status is not None else JobStatus())
 
 
-def inputs(wl: Workload, *, remotes: dict[str, Workload] | None = None, jobs: dict[str, Job] | None = None,
-           clusters: tuple[ClusterView, ...] | None = None, local_job: Job | None = None, now: float = 100.0,
+def jobset(*, suspend: bool = True, status: JobSetStatus | None = None, managed: bool = True) -> JobSet:
+    return JobSet(metadata=ObjectMeta(name="j1", namespace="ns", uid="job-uid"),
+                  spec=JobSetSpec(suspend=suspend, managed_by=k.MULTIKUEUE_MANAGED_BY if managed else None),
+                  status=status if status is not None else JobSetStatus())
+
+
+def inputs(wl: Workload, *, remotes: dict[str, Workload] | None = None, jobs: dict[str, Job | JobSet] | None = None,
+           clusters: tuple[ClusterView, ...] | None = None, local_job: Job | JobSet | None = None, now: float = 100.0,
            **kw: Any) -> Inputs:
     views = clusters or (ClusterView(name="w1", available=True), ClusterView(name="w2", available=True))
     return Inputs(local=wl, check="mk", clusters=views, remotes=remotes or {}, remote_jobs=jobs or {},

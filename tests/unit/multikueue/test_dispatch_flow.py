@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from msgspec.structs import replace
-from unit.multikueue.mk_builders import SETTINGS, cond, copy, inputs, job, local, with_owner
+from unit.multikueue.mk_builders import SETTINGS, cond, copy, inputs, job, jobset, local, with_owner
 
 from kq.api import constants as k
-from kq.api.core import JobStatus
+from kq.api.core import JobSetStatus, JobStatus, ReplicatedJobStatus
 from kq.api.kueue import Workload
 from kq.api.meta import OwnerReference
+from services.dispatcher.core.copies import remote_copy
 from services.dispatcher.core.flow import reconcile
 from services.dispatcher.core.guard import expired_copies
 from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Nominate, Plan, SetCheck, SyncJob
@@ -139,8 +140,10 @@ def test_workers_pending_reason_shows_on_the_manager() -> None:
 
 def test_no_adapter_or_unmanaged_job_is_rejected() -> None:
     assert _first_check(reconcile(with_owner(inputs(local()), None), SETTINGS)).state == "Rejected"
-    assert "JobSet" in _first_check(reconcile(with_owner(inputs(local()), ("jobset.x-k8s.io/v1alpha2", "JobSet")),
-                                              SETTINGS)).message
+    assert "PyTorchJob" in _first_check(reconcile(with_owner(inputs(local()), ("kubeflow.org/v1", "PyTorchJob")),
+                                                  SETTINGS)).message
+    js_unmanaged = with_owner(inputs(local(), local_job=jobset(managed=False)), (JOBSET_API, "JobSet"))
+    assert "managedBy" in _first_check(reconcile(js_unmanaged, SETTINGS)).message
     unmanaged = _first_check(reconcile(inputs(local(), local_job=job(managed=False)), SETTINGS))
     assert unmanaged.state == "Rejected" and "managedBy" in unmanaged.message
 
@@ -186,3 +189,33 @@ def test_finished_before_its_cluster_was_recorded_records_it_then_finishes() -> 
     plan = reconcile(inp, SETTINGS)
     assert plan.manager[0] == SetCheck(state="Ready", message='The workload was admitted on "w2"', cluster_name="w2")
     assert plan.manager[-1] == Finish(reason="Succeeded", message="done")
+
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+
+
+def test_jobset_runs_on_the_winner_and_its_status_comes_back() -> None:
+    """Kueue's JobSet MultiKueue adapter: the same flow as a Job, the JobSet's status copied back."""
+    inp = with_owner(inputs(local(), remotes={"w1": copy(admitted_at=T)}, local_job=jobset()), (JOBSET_API, "JobSet"))
+    plan = reconcile(inp, SETTINGS)
+    assert plan.create_job == "w1" and _first_check(plan).state == "Ready"
+    running = JobSetStatus(replicated_jobs_status=(ReplicatedJobStatus(name="workers", active=1, ready=1),))
+    ready = replace(inp, local=local(state="Ready", cluster="w1"), local_job=jobset(suspend=False),
+                    remote_jobs={"w1": jobset(status=running)})
+    assert reconcile(ready, SETTINGS).manager == (SyncJob(status=running),)
+    evicted = replace(ready, local=local(conds=(cond(k.WORKLOAD_EVICTED, reason="Preempted"),)),
+                      local_job=jobset(status=running))
+    stopped = JobSetStatus(replicated_jobs_status=(ReplicatedJobStatus(name="workers"),))
+    assert reconcile(evicted, SETTINGS).manager == (SyncJob(status=stopped),)
+
+
+def test_jobset_copy_is_suspended_without_managed_by_and_labelled() -> None:
+    local_js = {"apiVersion": JOBSET_API, "kind": "JobSet",
+                "metadata": {"name": "js", "namespace": "ns", "uid": "u", "resourceVersion": "3",
+                             "labels": {k.QUEUE_NAME_LABEL: "q"}},
+                "spec": {"managedBy": k.MULTIKUEUE_MANAGED_BY, "suspend": False, "replicatedJobs": [{"name": "w"}]}}
+    out = remote_copy("jobset", local_js, "jobset-js-123", "mk")
+    assert out["spec"] == {"suspend": True, "replicatedJobs": [{"name": "w"}]}
+    assert out["metadata"]["labels"] == {k.QUEUE_NAME_LABEL: "q", k.PREBUILT_WORKLOAD_LABEL: "jobset-js-123",
+                                         k.MULTIKUEUE_ORIGIN_LABEL: "mk"}
+    assert "uid" not in out["metadata"] and "resourceVersion" not in out["metadata"]

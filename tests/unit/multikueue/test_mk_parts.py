@@ -9,7 +9,7 @@ from typing import TypedDict
 
 import pytest
 from msgspec.structs import replace
-from unit.multikueue.mk_builders import cond, copy, job, local
+from unit.multikueue.mk_builders import cond, copy, job, jobset, local
 
 from kq.api import constants as k
 from kq.api.core import JobStatus, Secret
@@ -97,8 +97,11 @@ def test_copies_carry_origin_and_drop_server_fields() -> None:
 def test_gc_removes_only_confirmed_orphans_of_missing_or_other_incarnations() -> None:
     kept, old, gone = copy(), copy(origin_uid="old"), replace(copy(), metadata=replace(copy().metadata, name="gone"))
     j = replace(job(), metadata=replace(job().metadata, labels={k.PREBUILT_WORKLOAD_LABEL: "gone"}))
-    found = orphans([kept, gone], [j], {("ns", "job-j1-abc"): "wl-uid"})
-    assert found == Orphans(workloads=(("ns", "gone"),), jobs=(("ns", "j1"),))
+    js = replace(jobset(), metadata=replace(jobset().metadata, labels={k.PREBUILT_WORKLOAD_LABEL: "gone"}))
+    js_kept = replace(jobset(), metadata=replace(jobset().metadata, name="k",
+                                                 labels={k.PREBUILT_WORKLOAD_LABEL: "job-j1-abc"}))
+    found = orphans([kept, gone], [j], {("ns", "job-j1-abc"): "wl-uid"}, [js, js_kept])
+    assert found == Orphans(workloads=(("ns", "gone"),), jobs=(("ns", "j1"),), jobsets=(("ns", "j1"),))
     assert orphans([old], [], {("ns", "job-j1-abc"): "wl-uid"}).workloads == (("ns", "job-j1-abc"),)
     assert confirmed(found, None) == Orphans()  # first sighting: wait one pass
     assert confirmed(found, found) == found

@@ -190,3 +190,22 @@ def test_local_queue_status_resets_to_zero() -> None:
     plan = plan_command(cmd, lq, 0, NOW)
     assert isinstance(plan, Write)
     assert msgspec.json.decode(plan.patch)["status"] == {"pendingWorkloads": 0}
+
+
+def test_replace_topology_rewrites_only_the_assignment_and_clears_unhealthy_nodes() -> None:
+    from kq.api.topology import TopologyDomain, compact_topology_assignment
+    from kq.api.workload import UnhealthyNode
+
+    old_ta = compact_topology_assignment(("kubernetes.io/hostname",), [TopologyDomain(("x1",), 1)])
+    new_ta = compact_topology_assignment(("kubernetes.io/hostname",), [TopologyDomain(("x2",), 1)])
+    current = admitted(WL, admission(topology_assignment=old_ta))
+    current = replace(current, status=replace(current.status, unhealthy_nodes=(UnhealthyNode(name="x1"),)))
+    plan = plan_command(admit(admission(topology_assignment=new_ta), replace_topology=True), current, 0, NOW)
+    wl = _apply(current, plan)
+    assert wl.status.admission == admission(topology_assignment=new_ta) and wl.status.unhealthy_nodes == ()
+    assert wl.status.conditions == current.status.conditions
+    assert outcome(plan_command(admit(admission(topology_assignment=new_ta), replace_topology=True), wl, 0, NOW)) \
+        == ("skip", "AlreadyApplied")
+    # Another reservation is never rewritten this way.
+    assert outcome(plan_command(admit(admission("cq2", topology_assignment=new_ta), replace_topology=True),
+                                current, 0, NOW)) == ("refuse", "AlreadyAdmitted")

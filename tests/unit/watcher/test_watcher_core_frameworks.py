@@ -92,7 +92,13 @@ def apply(obj: Any, write: Write) -> Any:
         node = doc
         for part in parents:
             node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
-        node[last] = op["value"]
+        if isinstance(node, list):
+            if last == "-":
+                node.append(op["value"])
+            else:
+                node[int(last)] = op["value"]
+        else:
+            node[last] = op["value"]
     return msgspec.convert(doc, type(obj))
 
 
@@ -324,3 +330,21 @@ def test_jobset_writes_touch_only_what_admission_changes() -> None:
     assert "/spec/suspend" in paths and "/metadata/resourceVersion" in paths
     assert all(p.startswith("/spec/replicatedJobs/") and p.split("/")[-1] in ("metadata", "nodeSelector")
                for p in paths if p not in ("/spec/suspend", "/metadata/resourceVersion")), paths
+
+
+def test_a_multikueue_jobset_copy_waits_for_adopts_and_keeps_its_prebuilt_workload() -> None:
+    """A worker's copy of a JobSet (prebuilt-workload label): stopped until the Workload copy is there,
+    then it becomes that Workload's controller; a copy that does not describe it is finished OutOfSync."""
+    copy = replace(jobset(), metadata=replace(jobset().metadata, labels={
+        **jobset().metadata.labels, k.PREBUILT_WORKLOAD_LABEL: "jobset-js-abc"}))
+    wl = with_meta(replace(build_workload(JS_AD, jobset(), {}, {}), metadata=ObjectMeta(
+        name="jobset-js-abc", namespace="ns", labels={k.MULTIKUEUE_ORIGIN_LABEL: "mk"})))
+    assert generic.prebuilt(JS_AD, copy, None, NOW) == Skip(reason="PrebuiltWorkloadNotFound")
+    adopt = generic.prebuilt(JS_AD, copy, wl, NOW)
+    assert isinstance(adopt, Write) and adopt.kind == "workload" and adopt.name == "jobset-js-abc"
+    owned = apply(wl, adopt)
+    assert JS_AD.owns(owned, copy) and owned.metadata.labels[k.JOB_UID_LABEL] == "js-uid"
+    assert generic.prebuilt(JS_AD, copy, owned, NOW) is None  # carry on: the generic reconciler runs it
+    other = replace(owned, spec=replace(owned.spec, pod_sets=owned.spec.pod_sets[:1]))
+    out_of_sync = generic.prebuilt(JS_AD, copy, other, NOW)
+    assert isinstance(out_of_sync, Write) and k.FINISHED_OUT_OF_SYNC in out_of_sync.patch.decode()

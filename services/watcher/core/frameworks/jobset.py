@@ -6,6 +6,10 @@ pod template (the JobSet controller carries them to the child Jobs); stopping
 suspends it and restores the templates. Both are JSON patches by list index, so the
 parts of each replicated Job kq does not model (volumes, probes, ...) stay untouched. Finished from the Completed/Failed
 conditions; active while any child Job is; pods ready when every child Job is ready.
+MultiKueue: on the manager a JobSet with spec.managedBy kueue.x-k8s.io/multikueue is queued and
+"started" like any other (the JobSet controller leaves it alone; its status comes from the
+worker); the copy on a worker carries the prebuilt-workload label and adopts that Workload
+(core/generic.prebuilt).
 """
 
 from __future__ import annotations
@@ -13,15 +17,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import msgspec
 from msgspec.structs import replace
 
-from kq.api import constants as k
 from kq.api.core import JobSet, ReplicatedJob
 from kq.api.kueue import PodSet
 from kq.api.meta import ObjectMeta
 from services.watcher.core import job_pods as jp
-from services.watcher.core.adapter import Adapter, template_restored, template_with
+from services.watcher.core.adapter import Adapter, template_ops, template_restored, template_with
 from services.watcher.core.writes import Action, json_patch_write
 
 
@@ -95,20 +97,9 @@ def _ops(old: JobSet, new: JobSet, *, suspend: bool) -> list[dict[str, Any]]:
     is left as the API server has it."""
     ops: list[dict[str, Any]] = []
     for i, (a, b) in enumerate(zip(old.spec.replicated_jobs, new.spec.replicated_jobs, strict=True)):
-        ta, tb = a.template.spec.template, b.template.spec.template
-        base = f"/spec/replicatedJobs/{i}/template/spec/template"
-        if ta.metadata != tb.metadata:
-            ops.append({"op": "add", "path": f"{base}/metadata", "value": msgspec.to_builtins(tb.metadata)})
-        for field, av, bv in (("nodeSelector", ta.spec.node_selector, tb.spec.node_selector),
-                              ("tolerations", ta.spec.tolerations, tb.spec.tolerations),
-                              ("schedulingGates", ta.spec.scheduling_gates, tb.spec.scheduling_gates)):
-            if av != bv:
-                ops.append({"op": "add", "path": f"{base}/spec/{field}", "value": msgspec.to_builtins(bv)})
+        ops += template_ops(f"/spec/replicatedJobs/{i}/template/spec/template", a.template.spec.template,
+                            b.template.spec.template)
     if (old.spec.suspend is True) != suspend:
         ops.append({"op": "add", "path": "/spec/suspend", "value": suspend})
     return ops
 
-
-def managed_elsewhere(job: JobSet) -> bool:
-    """A JobSet another controller runs (MultiKueue's remote copy) is not reconciled here."""
-    return job.spec.managed_by == k.MULTIKUEUE_MANAGED_BY

@@ -35,7 +35,8 @@ GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 GROUP_SERVING_ANNOTATION = "kueue.x-k8s.io/pod-group-serving"
 GROUP_FAST_ADMISSION_ANNOTATION = "kueue.x-k8s.io/pod-group-fast-admission"
 # Pods these controllers own are queued through their owner's integration, not as pods.
-OWNED_ELSEWHERE = frozenset({"Job", "JobSet"})
+OWNED_ELSEWHERE = frozenset({"Job", "JobSet", "PyTorchJob", "TFJob", "XGBoostJob", "PaddleJob", "JAXJob", "MPIJob",
+                             "RayJob", "RayCluster", "TrainJob", "AppWrapper"})
 _TERMINAL = ("Succeeded", "Failed")
 
 

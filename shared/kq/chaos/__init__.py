@@ -1,0 +1,1 @@
+"""kq chaos: a run under injected faults, and the checker of what kq promises."""
