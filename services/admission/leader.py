@@ -72,7 +72,8 @@ class LeaderTerm:
         self.settings = settings
         self.clock = bus.clock  # the one clock (kq.clock): tests drive the term on fake time
         self.partitions = {c: Partition(c, epoch, config, settings.status_interval_s, settings.pending_interval_s,
-                                        writer=writer, owns=owns[c] if owns else None) for c in clusters}
+                                        settings.pending_in_flight or None, writer=writer,
+                                        owns=owns[c] if owns else None) for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
         self.lost: LostLeadership | None = None
         self._asking: set[asyncio.Task[None]] = set()  # requests to the topology solver in flight
@@ -203,9 +204,8 @@ class LeaderTerm:
                     self.log.error("decision not published", cluster=p.cluster, error=err)
                 decided = outputs.commands
                 if self.settings.record_events:
-                    decided = decided + k8s_events.record_events(results, p.state, p.cluster, self.epoch,
-                                                                 self.clock.now(), k8s_events.pending_written(outputs),
-                                                                 self.writer)
+                    decided = k8s_events.with_events(decided, results, p.state, p.cluster, self.epoch,
+                                                     self.clock.now(), self.writer)
                 commands += trace_decisions(self.bus.tracer, p.cluster, p.traceparents, results, decided)
                 events += outputs.events
             if commands or events:

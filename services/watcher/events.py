@@ -31,23 +31,29 @@ class EventWriter:
 
     async def record(self, cmd: RecordEvent) -> tuple[bool, str, str]:
         """(applied, outcome reason, the Event's resourceVersion). Kubernetes errors other than a
-        conflict propagate (the command executor maps them to retries or refusals)."""
+        conflict propagate (the command executor maps them to retries or refusals).
+
+        Most events are new: create first and read only when the Event exists already (a repeat
+        to count, or this command redelivered), one API call instead of a read and a create."""
         ns, name = event_namespace(cmd), event_name(cmd)
-        existing: Event | None = self._known.get((ns, name))
+        existing: Event | None = self._known.get((ns, name))  # None when unknown: create first
         ref = cmd.involved
+        budgeted = False  # one token per occurrence, however many attempts it takes
         for _ in range(self.max_attempts):
             plan = plan_event(cmd, existing, self.instance)
             rv = existing.metadata.resource_version or "" if existing is not None else ""
             if isinstance(plan, Skip):
                 return True, plan.reason, rv
-            if not self.budget.allow((ref.kind, ref.namespace, ref.name, ref.uid), self.clock.monotonic()):
-                return False, "RateLimited", rv
+            if not budgeted:
+                if not self.budget.allow((ref.kind, ref.namespace, ref.name, ref.uid), self.clock.monotonic()):
+                    return False, "RateLimited", rv
+                budgeted = True
             try:
                 written = await apply_action(self.client, plan)
                 if written is not None:
                     self._remember(ns, name, written)
                 return True, "", written.metadata.resource_version or "" if written is not None else ""
-            except (Conflict, NotFound):  # created meanwhile (AlreadyExists), counted meanwhile, or gone
+            except (Conflict, NotFound):  # it exists (AlreadyExists), was counted meanwhile, or is gone
                 existing = await read(self.client, "event", ns, name)
         return False, "Rejected", ""
 

@@ -21,9 +21,20 @@ from typing import Any
 import msgspec
 
 from kq import subjects
+from kq.api.constants import KUEUE_GROUP, KUEUE_VERSION
+from kq.api.events import ObjectReference
 from kq.clock import rfc3339_seconds
 from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled, retry_delay
-from kq.messages import Command, CommandOutcome, Fence, RecordEvent, command_decoder, outcome_of
+from kq.messages import (
+    Command,
+    CommandOutcome,
+    EventNote,
+    Fence,
+    RecordEvent,
+    command_decoder,
+    event_notes,
+    outcome_of,
+)
 from kq.obs import consumer_span, get_logger
 from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Place, TemporaryError
 from services.watcher.apply import apply_action, read
@@ -32,6 +43,8 @@ from services.watcher.core.commands import FINISHED, STALE_EPOCH, plan_command, 
 from services.watcher.core.writes import Refusal, Skip
 from services.watcher.events import EventWriter
 from services.watcher.objects import ClusterObjects
+
+_KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 
 
 class _Blocked(TemporaryError):
@@ -156,7 +169,27 @@ class CommandExecutor:
         outcome = await self._apply(cmd, max_epoch)
         if outcome.reason != STALE_EPOCH:
             self.epochs[cmd.writer] = max(self.epochs.get(cmd.writer, 0), cmd.epoch)
+        uid, notes = event_notes(cmd)
+        if notes and outcome.applied and not outcome.reason:
+            await self._record_notes(cmd, uid, notes)  # the write is done: its events, as Kueue records them
         return outcome
+
+    async def _record_notes(self, cmd: Command, uid: str, notes: tuple[EventNote, ...]) -> None:
+        """Best effort, as Kubernetes' own recorder: an event that cannot be written is logged and
+        dropped (the command's write stands; retrying the command would not write it again)."""
+        ref = target_ref(cmd)
+        if ref is None:
+            return
+        _kind, ns, name = ref
+        involved = ObjectReference(api_version=_KUEUE_API, kind="Workload", namespace=ns, name=name, uid=uid)
+        for note in notes:
+            ev = RecordEvent(id=f"{cmd.id}|{note.reason}", cluster=cmd.cluster, writer=cmd.writer, epoch=cmd.epoch,
+                             involved=involved, event_type=note.event_type, reason=note.reason, action=note.reason,
+                             message=note.message, at=note.at)
+            try:
+                await self.events.record(ev)
+            except KubeError as e:
+                self.log.warning("event not recorded", command=cmd.id, reason=note.reason, error=str(e))
 
     async def _report(self, done: list[tuple[Command, CommandOutcome]]) -> None:
         """Publish outcomes, in order, awaiting the stream's acks (deduplicated by command id)."""

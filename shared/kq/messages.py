@@ -27,10 +27,22 @@ class _Command(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     epoch: int = 0  # the writer's lease epoch; 0 means an unfenced writer
 
 
+class EventNote(msgspec.Struct, frozen=True, kw_only=True):
+    """A Kubernetes Event on the command's workload, recorded by the watcher once the command's
+    write is done (as Kueue records an event after its status update): one message instead of a
+    RecordEvent command and its outcome. Aggregated and rate-limited like RecordEvent."""
+
+    event_type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+    at: str  # RFC 3339, the decision's time
+
+
 class _WorkloadCommand(_Command, frozen=True, kw_only=True):
     namespace: str
     name: str
     uid: str  # the command applies to this incarnation only
+    events: tuple[EventNote, ...] = ()  # recorded on the workload when the command wrote something
 
 
 class AdmitWorkload(_WorkloadCommand, frozen=True, kw_only=True, tag="AdmitWorkload"):
@@ -231,6 +243,11 @@ CommandType = Literal[
     "RecordEvent",
     "Fence",
 ]
+def event_notes(cmd: Command) -> tuple[str, tuple[EventNote, ...]]:
+    """(the workload's uid, the events riding on the command); only workload commands carry any."""
+    return (cmd.uid, cmd.events) if isinstance(cmd, _WorkloadCommand) else ("", ())
+
+
 WORKLOAD_COMMANDS: frozenset[CommandType] = frozenset(
     {
         "AdmitWorkload", "EvictWorkload", "SetWorkloadPending", "DeactivateWorkload", "FinishRequeueBackoff",

@@ -98,33 +98,52 @@ KQ_HISTOGRAMS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...] | None]] 
 
 
 class _GaugeTable(Collector):
-    """Gauges kept as rows and turned into families at scrape time."""
+    """Gauges kept as rows and turned into families at scrape time.
+
+    Rows are grouped by the scope they were replaced under, so replacing one queue's rows costs
+    what that queue has, not what every queue has (a status report per queue would otherwise scan
+    the whole table: quadratic in the number of queues)."""
 
     def __init__(self, families: Mapping[str, tuple[str, tuple[str, ...]]]) -> None:
         self.families = dict(families)
-        self.rows: dict[str, dict[tuple[str, ...], float]] = {name: {} for name in families}
+        # metric -> scope (sorted (label, value) pairs) -> label values -> value
+        self.groups: dict[str, dict[tuple[tuple[str, str], ...], dict[tuple[str, ...], float]]] = {
+            name: {} for name in families}
+        self.scope_kinds: dict[str, set[tuple[str, ...]]] = {name: set() for name in families}  # scope label names
 
     def labels_of(self, metric: str) -> tuple[str, ...]:
         return (*self.families[metric][1], ROLE)
 
     def replace(self, metric: str, scope: Mapping[str, str], rows: Iterable[tuple[dict[str, str], float]]) -> None:
+        """The rows whose labels match `scope` become `rows` (each of which must match it too)."""
         names = self.labels_of(metric)
-        idx = [(names.index(k), v) for k, v in scope.items()]
-        table = self.rows[metric]
-        for key in [k for k in table if all(k[i] == v for i, v in idx)]:
-            del table[key]
+        key = tuple(sorted(scope.items()))
+        kinds = self.scope_kinds[metric]
+        kinds.add(tuple(k for k, _ in key))
+        groups = self.groups[metric]
+        if len(kinds) > 1:  # one metric replaced under scopes of different labels: look at every row
+            idx = [(names.index(k), v) for k, v in key]
+            for g in groups.values():
+                for values in [vs for vs in g if all(vs[i] == v for i, v in idx)]:
+                    del g[values]
+        table: dict[tuple[str, ...], float] = {}
         for labels, value in rows:
             table[_values(metric, names, labels)] = value
+        groups[key] = table
+
+    def rows(self, metric: str) -> dict[tuple[str, ...], float]:
+        """Every row of a metric: label values (in labels_of order) -> value."""
+        return {values: v for g in self.groups[metric].values() for values, v in g.items()}
 
     def clear(self, prefix: str) -> None:
-        for name, table in self.rows.items():
+        for name, groups in self.groups.items():
             if name.startswith(prefix):
-                table.clear()
+                groups.clear()
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         for name, (doc, _labels) in self.families.items():
             fam = GaugeMetricFamily(name, doc, labels=self.labels_of(name))
-            for values, value in sorted(self.rows[name].items()):
+            for values, value in sorted(self.rows(name).items()):
                 fam.add_metric(list(values), value)
             yield fam
 

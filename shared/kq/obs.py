@@ -17,6 +17,7 @@ import logging
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,7 +27,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from opentelemetry.trace import Span, SpanKind, Tracer
+from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+from opentelemetry.trace import NonRecordingSpan, NoOpTracer, Span, SpanContext, SpanKind, Tracer
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from kq.api.constants import TRACEPARENT_ANNOTATION
@@ -34,6 +36,7 @@ from kq.config import Config
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 _PROPAGATOR = TraceContextTextMapPropagator()
+_EMPTY_CONTEXT = Context()
 
 
 class ObservabilityError(ValueError):
@@ -169,10 +172,40 @@ def make_tracer_provider(
     return provider
 
 
+_IDS = RandomIdGenerator()
+
+
+class UnrecordedTracer(NoOpTracer):
+    """`otelExporter: none`: no span would ever be seen, so none is recorded (an SDK span costs about
+    as much as handling a small message, and every message and decision had one). Trace context still
+    flows: a message's or an object's parent passes through unchanged, and a root gets fresh ids, so
+    log lines keep their trace_id and a Workload still gets its trace (one trace per workload)."""
+
+    def start_span(self, name: str, context: Context | None = None, *args: Any, **kwargs: Any) -> Span:
+        parent = trace.get_current_span(context).get_span_context()
+        if parent.is_valid:
+            return NonRecordingSpan(parent)
+        return NonRecordingSpan(SpanContext(trace_id=_IDS.generate_trace_id(), span_id=_IDS.generate_span_id(),
+                                            is_remote=False))
+
+
+class UnrecordedTracerProvider(trace.TracerProvider):
+    def get_tracer(self, *args: Any, **kwargs: Any) -> Tracer:
+        return UnrecordedTracer()
+
+
+def make_service_tracer_provider(service: str, instance: str, exporter: str = "none", *,
+                                 endpoint: str | None = None) -> trace.TracerProvider:
+    """A service process's provider: the SDK's when spans go somewhere, else spans are not recorded."""
+    if exporter == "none":
+        return UnrecordedTracerProvider()
+    return make_tracer_provider(service, instance, exporter, endpoint=endpoint)
+
+
 class Observability:
     """What a process set up: its tracer provider (the logging config is process-wide)."""
 
-    def __init__(self, service: str, instance: str, tracer_provider: TracerProvider) -> None:
+    def __init__(self, service: str, instance: str, tracer_provider: trace.TracerProvider) -> None:
         self.service = service
         self.instance = instance
         self.tracer_provider = tracer_provider
@@ -182,12 +215,14 @@ class Observability:
         return self.tracer_provider.get_tracer("kq")
 
     def shutdown(self) -> None:
-        self.tracer_provider.shutdown()
+        if isinstance(self.tracer_provider, TracerProvider):
+            self.tracer_provider.shutdown()
 
 
 def setup_observability(service: str, config: Config) -> Observability:
     configure_logging(service, config.instance, config.log_level, config.log_dir)
-    provider = make_tracer_provider(service, config.instance, config.otel_exporter, endpoint=config.otel_endpoint)
+    provider = make_service_tracer_provider(service, config.instance, config.otel_exporter,
+                                            endpoint=config.otel_endpoint)
     return Observability(service, config.instance, provider)
 
 
@@ -204,7 +239,17 @@ def inject_context(headers: dict[str, str] | None = None, context: Context | Non
 
 def extract_context(headers: Mapping[str, str] | None) -> Context:
     """The publisher's trace context from NATS headers (an empty context when absent)."""
-    return _PROPAGATOR.extract(headers or {})
+    if not headers or "traceparent" not in headers:
+        return _EMPTY_CONTEXT  # most messages (mirror records) carry none: skip the propagator's parse
+    return _parsed(headers["traceparent"], headers.get("tracestate"))
+
+
+@lru_cache(maxsize=8192)
+def _parsed(traceparent: str, tracestate: str | None) -> Context:
+    """A workload's messages share its trace context: parse each one once (a Context is immutable)."""
+    carrier = {"traceparent": traceparent} if tracestate is None else {"traceparent": traceparent,
+                                                                        "tracestate": tracestate}
+    return _PROPAGATOR.extract(carrier)
 
 
 @contextmanager

@@ -67,3 +67,12 @@ def test_settled_messages_give_lag_and_latency_per_consumer() -> None:
     assert list(ready.values()) == [0.0]
     m.set_ready(True)
     assert list(samples(m, "kq_service_ready").values()) == [1.0]
+
+
+def test_a_gauge_replaced_under_a_wider_scope_drops_every_row_it_covers() -> None:
+    m = ProcessMetrics()
+    g = "kueue_cluster_queue_nominal_quota"
+    for cq in ("a", "b"):
+        m.apply([Gauges(g, {"cohort": "c", "cluster_queue": cq}, (({"flavor": "x", "resource": "cpu"}, 1.0),))])
+    m.apply([Gauges(g, {"cohort": "c"}, (({"cluster_queue": "z", "flavor": "x", "resource": "cpu"}, 2.0),))])
+    assert {dict(k)["cluster_queue"]: v for k, v in samples(m, g).items()} == {"z": 2.0}

@@ -100,6 +100,10 @@ class PendingQueue:
     def parked_keys(self) -> list[str]:
         return [k for k in self._where if self.is_parked(k)]
 
+    def parked_count(self) -> int:
+        """len(parked_keys()) without the pass: every workload not in an active group is parked."""
+        return len(self._where) - self._active_count
+
     def ordered_active(self) -> list[str]:
         """Active keys in pop order (for tests and dumps)."""
         live = [

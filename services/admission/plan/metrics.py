@@ -9,6 +9,7 @@ requeue (eviction) when it was requeued, as Kueue's "created or requeued".
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Iterator
 
 from kq.metric_updates import Gauges, Inc, MetricUpdate, Observe
@@ -140,17 +141,20 @@ def queue_gauges(results: Iterable[CycleResult], state: SchedulerState) -> list[
     out: list[MetricUpdate] = []
     for _name, s in sorted(cqs.items()):
         out += _cluster_queue_gauges(s, state)
+    parked = _ParkedByLocalQueue(state)
     for (ns, name), ls in sorted(lqs.items()):
-        out += _local_queue_gauges(ns, name, ls, state)
+        out += _local_queue_gauges(ns, name, ls, state, parked)
     if cqs:
-        out += _cohort_gauges(state)
+        # The cohorts above the reported queues only: a round's cost must not grow with every cohort.
+        touched = {n.name for name in cqs if (rt := state.cqs.get(name)) is not None for n in rt.node.ancestors()}
+        out += _cohort_gauges(state, touched)
     return out
 
 
 def _cluster_queue_gauges(s: ClusterQueueStatus, state: SchedulerState) -> Iterator[MetricUpdate]:
     scope = {"cluster_queue": s.name}
     rt = state.cqs.get(s.name)
-    parked = len(rt.queue.parked_keys()) if rt is not None else 0
+    parked = rt.queue.parked_count() if rt is not None else 0
     cohort = (rt.spec.cohort or "") if rt is not None else ""
     yield Gauges("kueue_pending_workloads", scope, (({"status": "active"}, float(s.pending_workloads - parked)),
                                                      ({"status": "inadmissible"}, float(parked))))
@@ -173,12 +177,30 @@ def _cluster_queue_gauges(s: ClusterQueueStatus, state: SchedulerState) -> Itera
         yield Gauges("kueue_cluster_queue_weighted_share", scope, (({"cohort": cohort}, share),))
 
 
-def _local_queue_gauges(ns: str, name: str, s: LocalQueueStatus, state: SchedulerState) -> Iterator[MetricUpdate]:
+class _ParkedByLocalQueue:
+    """Parked workloads per LocalQueue, counted once per ClusterQueue per report (not once per
+    LocalQueue: a pass over the ClusterQueue's parked workloads each time)."""
+
+    def __init__(self, state: SchedulerState) -> None:
+        self.state = state
+        self.counts: dict[str, Counter[str]] = {}  # ClusterQueue -> LocalQueue key -> parked
+
+    def __call__(self, cq: str, lq_key: str) -> int:
+        counts = self.counts.get(cq)
+        if counts is None:
+            rt = self.state.cqs.get(cq)
+            counts = Counter()
+            if rt is not None and rt.queue.parked_count():
+                counts.update(_lq_key(self.state, k) for k in rt.queue.parked_keys())
+            self.counts[cq] = counts
+        return counts[lq_key]
+
+
+def _local_queue_gauges(ns: str, name: str, s: LocalQueueStatus, state: SchedulerState,
+                        parked_in: _ParkedByLocalQueue) -> Iterator[MetricUpdate]:
     scope = {"name": name, "namespace": ns}
     lq = state.local_queues.get(f"{ns}/{name}")
-    rt = state.cqs.get(lq.spec.cluster_queue) if lq is not None else None
-    key = f"{ns}/{name}"
-    parked = sum(1 for k in rt.queue.parked_keys() if _lq_key(state, k) == key) if rt is not None else 0
+    parked = parked_in(lq.spec.cluster_queue, f"{ns}/{name}") if lq is not None else 0
     active = float(s.pending_workloads - parked)
     yield Gauges("kueue_local_queue_pending_workloads", scope,
                  (({"status": "active"}, active), ({"status": "inadmissible"}, float(parked))))
@@ -196,8 +218,11 @@ def _lq_key(state: SchedulerState, workload_key: str) -> str:
     return "" if wl is None else f"{wl.namespace}/{wl.queue_name}"
 
 
-def _cohort_gauges(state: SchedulerState) -> Iterator[MetricUpdate]:
-    for name, c in sorted(state.cohorts.items()):
+def _cohort_gauges(state: SchedulerState, names: set[str]) -> Iterator[MetricUpdate]:
+    for name in sorted(names):
+        c = state.cohorts.get(name)
+        if c is None:
+            continue
         yield Gauges("kueue_cohort_subtree_quota", {"cohort": name},
                      tuple(({"flavor": f, "resource": r}, _units(v))
                            for (f, r), v in sorted(c.node.subtree_quota.items())))

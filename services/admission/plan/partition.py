@@ -47,11 +47,12 @@ def _rv(v: str) -> int | None:
 
 class Partition:
     def __init__(self, cluster: str, epoch: int, config: SchedulerConfig, status_interval_s: float = 0.0,
-                 pending_interval_s: float = 0.0, *, writer: str = WRITER, owns: OwnsTree | None = None) -> None:
+                 pending_interval_s: float = 0.0, pending_in_flight: int | None = None, *, writer: str = WRITER,
+                 owns: OwnsTree | None = None) -> None:
         self.cluster = cluster
         self.writer = writer  # sharded admission: one writer per slot (services/admission/slots.py)
         self.on_tree_record: Callable[[], None] | None = None  # called after a ClusterQueue or Cohort record
-        self.pacer = PendingPacer(pending_interval_s)
+        self.pacer = PendingPacer(pending_interval_s, pending_in_flight)
         # Queue statuses are written whole: while busy, report them at most this often (Kueue
         # batches its ClusterQueue status updates too); pending changes are reported when due,
         # so statuses converge within this long once the scheduler goes idle.
@@ -127,6 +128,8 @@ class Partition:
             sent = self.inflight.pop(out.command_id, None)
             if sent is None:
                 return False
+            if sent.action == "pending":
+                self.pacer.settled()
             if not out.applied and out.reason == "StaleEpoch":
                 raise LostLeadership(f"{self.cluster}: command {out.command_id} refused: epoch {self.epoch} is stale")
             if out.applied:
@@ -231,6 +234,8 @@ class Partition:
     def take_asks(self) -> list[tuple[PlacementRequest, SolveRequest]]:
         """The questions to send to the topology solver, as bus requests."""
         asks, self.asks = self.asks, []
+        if not asks:
+            return []  # every round asks: no pass over the reserved workloads for nothing
         uids = {k: r.uid for k, r in self.state.reserved.items()}
         return [(req, solve_request(self.cluster, req, uids, self.workload_seq)) for req in asks]
 

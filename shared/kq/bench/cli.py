@@ -62,6 +62,11 @@ def _fill(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workloads", type=int, default=10_000, metavar="W",
                    help="solver: workloads placed (default 10000)")
     p.add_argument("--seed", type=int, default=1, help="solver: seed of the workload stream (default 1)")
+    p.add_argument("--queue-series", metavar="SIZES",
+                   help="live, no config: the CPU per admitted workload of each service with this many "
+                        "ClusterQueues each (comma-separated, e.g. 10,100,1000,5000), the workloads the same")
+    p.add_argument("--series-workloads", type=int, default=10_000, metavar="N",
+                   help="--queue-series: workloads per run, spread over the queues (default 10000)")
     p.add_argument("--summary", type=Path, metavar="FILE", help="write the figures as YAML (Kueue's summary keys)")
     p.add_argument("--virtual-time", action="store_true",
                    help="the admission core alone on a virtual clock (no bus, no API, no processes)")
@@ -91,8 +96,13 @@ def run(args: argparse.Namespace) -> int:
             print("error: --solver takes no config", file=sys.stderr)
             return EXIT_INVALID
         return _solver(args)
+    if args.queue_series is not None:
+        if args.config is not None or args.virtual_time:
+            print("error: --queue-series takes no config and runs live (not --virtual-time)", file=sys.stderr)
+            return EXIT_INVALID
+        return _queue_series(args)
     if args.config is None:
-        print("error: a config is required (or --solver)", file=sys.stderr)
+        print("error: a config is required (or --solver, or --queue-series)", file=sys.stderr)
         return EXIT_INVALID
     # Imported here so `kq --help` does not pay for the harness.
     from kq.bench.config import BenchConfigError, load_config, tas_features
@@ -180,6 +190,44 @@ def _run_multikueue(args: argparse.Namespace, plan: BenchPlan, say: Callable[[st
         return EXIT_FAILED
     print(f"kq bench {args.config} --workers {args.workers}")
     print(text)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _queue_series(args: argparse.Namespace) -> int:
+    from kq.bench.config import BenchConfig
+    from kq.bench.generate import build_plan
+    from kq.bench.live import BenchRunError, run_live
+    from kq.bench.metrics import compute
+    from kq.bench.series import SeriesError, parse_sizes, render_series, run_series
+    from kq.runtime import eventloop
+    from kq.stack import StackError
+
+    try:
+        sizes = parse_sizes(args.queue_series)
+        if args.series_workloads < 1:
+            raise SeriesError("--series-workloads must be >= 1")
+    except SeriesError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_INVALID
+    say: Callable[[str], None] = (
+        (lambda _line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    )
+
+    def one(cfg: BenchConfig) -> tuple[RunLog, int, int, float | None]:
+        plan = build_plan(cfg)
+        log = eventloop.run(run_live(plan, timeout_s=args.timeout, say=say, concurrency=args.concurrency))
+        f = compute(plan, log)
+        return log, f.admitted, f.finished, None if f.wall_ms is None else f.wall_ms / 1000
+
+    try:
+        rows = run_series(sizes, args.series_workloads, one, say)
+    except (BenchRunError, StackError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    print(f"kq bench --queue-series {args.queue_series} --series-workloads {args.series_workloads}: "
+          "CPU ms per admitted workload, set-up of the queues left out")
+    print(render_series(rows))
+    ok = all(not r.timed_out and r.finished == r.planned for r in rows)
     return EXIT_OK if ok else EXIT_FAILED
 
 

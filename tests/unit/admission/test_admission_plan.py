@@ -457,6 +457,19 @@ def test_a_held_pending_condition_goes_out_before_another_command_for_the_worklo
     assert pacer.next_due() is None
 
 
+def test_pending_conditions_past_the_in_flight_bound_wait_for_outcomes() -> None:
+    pacer = PendingPacer(0.25, max_in_flight=2)
+    assert _ids(pacer.pace(_batch(("pending", "ns/a", 1), ("pending", "ns/b", 1), ("pending", "ns/c", 1)), NOW)) == [
+        "pending:ns/a:1", "pending:ns/b:1"]
+    assert _ids(pacer.pace(_batch(("pending", "ns/c", 2)), NOW + 0.01)) == []  # still full; the newer one is kept
+    due = pacer.next_due()
+    assert due is not None and _ids(pacer.pace(_batch(), due)) == []  # due, but nothing came back yet
+    pacer.settled()
+    due = pacer.next_due()
+    assert due is not None and _ids(pacer.pace(_batch(), due)) == ["pending:ns/c:2"]
+    assert _ids(pacer.pace(_batch(("reserve", "ns/d", 1)), due)) == ["reserve:ns/d:1"]  # others never wait
+
+
 def test_without_an_interval_nothing_is_held() -> None:
     pacer = PendingPacer(0.0)
     batch = _batch(("pending", "ns/a", 1), ("pending", "ns/a", 2))
