@@ -124,6 +124,19 @@ NOT_EXERCISED: dict[str, set[tuple[str, str, str]]] = {
         *(("batch", "jobs/status", v) for v in ("get", "patch", "update")),  # MultiKueue: the manager Job's status
         *(("jobset.x-k8s.io", "jobsets", v) for v in ("get", "patch", "update")),
         ("jobset.x-k8s.io", "jobsets/finalizers", "update"),  # the JobSet integration
+        *(("jobset.x-k8s.io", "jobsets/status", v) for v in ("get", "patch", "update")),  # MultiKueue JobSet status
+        ("", "events", "get"),  # an Event is created first and read only after a conflict
+        # the Kubeflow, MPI, Ray, Trainer and AppWrapper integrations (no such job in this run)
+        *((g, r, v) for g, rs in (("kubeflow.org", ("pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs",
+                                                   "mpijobs")),
+                                  ("ray.io", ("rayjobs", "rayclusters")), ("trainer.kubeflow.org", ("trainjobs",)),
+                                  ("workload.codeflare.dev", ("appwrappers",)))
+          for r in rs for v in ("get", "patch", "update")),
+        *((g, f"{r}/finalizers", "update") for g, rs in (
+            ("kubeflow.org", ("pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "mpijobs")),
+            ("ray.io", ("rayjobs", "rayclusters")), ("trainer.kubeflow.org", ("trainjobs",)),
+            ("workload.codeflare.dev", ("appwrappers",))) for r in rs),
+        *(("trainer.kubeflow.org", r, "get") for r in ("trainingruntimes", "clustertrainingruntimes")),
     },
     "dispatcher": set(),
     "gc": set(),  # gc reads a MultiKueueCluster's kubeconfig on its first sweep
