@@ -21,15 +21,15 @@ lint: $(STAMP)
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-# The scenario files each run a whole stack whose timeline is mostly waiting, so they run
-# SCENARIO_JOBS at a time (pytest-xdist); everything else runs one test at a time. Their checks
-# are timed against the wall clock of a shared 2-core machine, so a failed file is run once more
-# (pytest-rerunfailures; a rerun is reported, and a file that fails twice fails the run).
-SCENARIO_JOBS ?= 3
+# The suite runs TEST_JOBS tests at a time (pytest-xdist, work stealing so the long end-to-end
+# tests do not end up queued behind each other): most of an end-to-end test's or scenario's
+# timeline is waiting on a whole stack. Scenario checks are timed against the wall clock of a
+# shared 2-core machine, so a failed scenario file is run once more (pytest-rerunfailures, marked
+# in tests/e2e/test_scenarios.py; a rerun is reported, and a file that fails twice fails the run).
+TEST_JOBS ?= 3
 
 test: lint
-	$(BIN)/python -m pytest -q --ignore=tests/e2e/test_scenarios.py $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -q -n $(SCENARIO_JOBS) --reruns 1 tests/e2e/test_scenarios.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_JOBS) --dist worksteal $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(BIN)/python -m kq.demo
