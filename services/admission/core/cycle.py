@@ -122,6 +122,13 @@ class Cycle:
         finally:
             restore()
 
+    def _fits_beside_victims(self, cq: ClusterQueueRuntime, usage: dict[FR, int]) -> bool:
+        """An admission needing no preemption must fit beside what is still reserved. _fits (Kueue's
+        fits()) counts this cycle's victims as gone for every entry, so a workload could take a
+        victim's share while the victim still holds it: reserved past quota until the eviction
+        lands. kq never reserves past quota; the workload is admitted once the victims are gone."""
+        return all(max(0, available(cq.node, fr)) >= q for fr, q in usage.items())
+
     def _overlaps(self, targets: list[Target]) -> bool:
         return any(t.info.key in self.preempted for t in targets)
 
@@ -175,7 +182,7 @@ class Cycle:
         if self._overlaps(e.targets):
             e.skip("Workload has overlapping preemption targets with another workload")
             return
-        if not fits:
+        if not fits or (mode == FIT and not self._fits_beside_victims(cq, usage)):
             e.skip("Workload no longer fits after processing another workload")
             return
         if mode == FIT and not self._placed(e, usage):

@@ -317,3 +317,30 @@ def test_hierarchical_reclaim_from_another_subtree() -> None:
     w.apply(wl("default/in").queue("left-q").priority(0).at(1).pods("main", 1, cpu="4").obj())
     r = w.step(2.0, echo=False)
     assert [(p.victim, p.reason) for p in r.preemptions] == [("default/borrower", "InCohortReclamation")]
+
+
+def test_workloads_needing_no_preemption_do_not_take_a_victims_share_before_it_is_released() -> None:
+    """One cpu is free; a preemptor reclaims a 3-cpu borrower, and two 1-cpu heads of other queues each
+    fit the free cpu alone. Counting the victim as gone (Kueue's fits()) would admit both beside the
+    victim, still reserving: 5 cpu reserved of 4 (found by `kq chaos`). They wait for its release."""
+    a = cq("a").cohort("co").flavor("default", cpu="2").preemption(reclaim="Any").obj()
+    b = cq("b").cohort("co").flavor("default", cpu="1").obj()
+    c = cq("c").cohort("co").flavor("default", cpu="0").obj()
+    d = cq("d").cohort("co").flavor("default", cpu="1").obj()
+    w = world(a, b, c, d)
+    w.apply(admitted("big", "c", 0, cpu="3"))
+    w.apply(wl("default/in-a").queue("a").priority(2).at(1).pods("main", 1, cpu="2").obj())
+    w.apply(wl("default/small-b").queue("b").priority(1).at(2).pods("main", 1, cpu="1").obj())
+    w.apply(wl("default/small-d").queue("d").priority(1).at(3).pods("main", 1, cpu="1").obj())
+    r = w.step(4.0)
+    assert [(p.victim, p.preemptor) for p in r.preemptions] == [("default/big", "default/in-a")]
+    reserving = [k for k, rec in w.records.items() if rec.admission is not None]
+    assert sorted(reserving) == ["default/big"], reserving  # the victim still holds its 3 cpu
+    w.release()
+    w.settle(5.0)
+    assert w.statuses(["default/in-a", "default/small-b", "default/small-d", "default/big"]) == {
+        "default/in-a": "admitted",
+        "default/small-b": "admitted",
+        "default/small-d": "admitted",
+        "default/big": "pending",
+    }
