@@ -1,12 +1,10 @@
 """The CRDs' conversion webhook over HTTPS, as the API server calls it: `kq conversion-webhook` as a process
-with a certificate made here (openssl), a ConversionReview posted, v1beta1 and v1beta2 answered."""
+with a certificate from kq's throwaway CA (kq.stack.secure), a ConversionReview posted, v1beta1 and v1beta2 answered."""
 
 from __future__ import annotations
 
 import asyncio
-import shutil
 import ssl
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,18 +12,10 @@ from typing import Any
 import aiohttp
 import pytest
 
+from kq.stack.secure import make_certificates
+
 pytestmark = pytest.mark.timeout(60)
 V1BETA1, V1BETA2 = "kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2"
-
-
-def make_cert(tmp: Path) -> tuple[Path, Path]:
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl command")
-    cert, key = tmp / "tls.crt", tmp / "tls.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True, timeout=30)
-    return cert, key
 
 
 def review(desired: str, *objects: dict[str, Any]) -> dict[str, Any]:
@@ -34,7 +24,7 @@ def review(desired: str, *objects: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_the_webhook_converts_both_ways_over_tls(tmp_path: Path) -> None:
-    cert, key = make_cert(tmp_path)
+    ca, cert, key = make_certificates(tmp_path, "127.0.0.1")
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "kq.cli", "conversion-webhook", "--host", "127.0.0.1", "--port", "0",
         "--tls-cert-file", str(cert), "--tls-key-file", str(key), stdout=asyncio.subprocess.PIPE)
@@ -43,7 +33,7 @@ async def test_the_webhook_converts_both_ways_over_tls(tmp_path: Path) -> None:
         line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
         assert line.startswith("kq conversion webhook on https://127.0.0.1:"), line
         url = line.split()[-1]
-        trust = ssl.create_default_context(cafile=str(cert))
+        trust = ssl.create_default_context(cafile=str(ca))
         old_cq: dict[str, Any] = {"apiVersion": V1BETA1, "kind": "ClusterQueue", "metadata": {"name": "cq", "uid": "u1"},
                   "spec": {"cohort": "org", "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"],
                            "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "4"}]}]}]}}
