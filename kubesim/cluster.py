@@ -14,7 +14,6 @@ from kubesim.controllers.gc import GarbageCollector
 from kubesim.controllers.jobs import JobController
 from kubesim.controllers.jobsets import JobSetController
 from kubesim.controllers.kubelet import Kubelet
-from kubesim.controllers.leaderworkersets import LeaderWorkerSetController
 from kubesim.controllers.ownership import controller_ref, pod_names, runner_uids
 from kubesim.controllers.ray import RayControllers
 from kubesim.controllers.scheduler import Scheduler
@@ -53,7 +52,6 @@ class Cluster:
         self.jobs = JobController(self)
         self.jobsets = JobSetController(self)
         self.serving = ServingControllers(self)
-        self.leaderworkersets = LeaderWorkerSetController(self)
         self.training = TrainingController(self)
         self.ray = RayControllers(self)
         self.trainjobs = TrainJobController(self)
@@ -97,7 +95,7 @@ class Cluster:
 
     def pending_work(self) -> int:
         queues = (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
-                  *self.serving.queues, self.leaderworkersets.queue, self.training.queue, *self.ray.queues,
+                  *self.serving.queues, self.training.queue, *self.ray.queues,
                   self.trainjobs.queue, self.appwrappers.queue)
         return self.timers.pending() + sum(q.pending() for q in queues)
 
@@ -120,7 +118,7 @@ class Cluster:
     def close(self) -> None:
         self.timers.close()
         for q in (self.gc.queue, self.jobs.queue, self.jobsets.queue, self.scheduler.queue, self.kubelet.queue,
-                  *self.serving.queues, self.leaderworkersets.queue, self.training.queue, *self.ray.queues,
+                  *self.serving.queues, self.training.queue, *self.ray.queues,
                   self.trainjobs.queue, self.appwrappers.queue):
             q.close()
         self.store.hub.cut_all("disconnect")

@@ -9,6 +9,16 @@
   podManagementPolicy OrderedReady (the default) the next ordinal only once every
   lower one is Ready, with Parallel all at once; a pod that ended or was deleted is
   recreated under the same name; ordinals at or above replicas are deleted.
+- LeaderWorkerSet (leaderworkerset.x-k8s.io/v1), as the LWS project runs it: a leader
+  StatefulSet `<name>` of `replicas` leader pods (Parallel), and for each leader pod a worker
+  StatefulSet `<name>-<group index>` of `size - 1` workers, owned by that leader pod (so a
+  leader's deletion takes its workers). Every pod carries the LWS name, its group index and the
+  group size; Kueue's pod webhook (kubesim/admission.py) turns a queued group into one serving
+  pod group. Status: replicas and readyReplicas (groups whose pods are all ready).
+
+Each kind's reconcile reads its object (`_live_object`), makes or scales what it owns
+(ReplicaSets, StatefulSets, pods, all with a controller `_ref` to it) and writes its status
+when it changed (`_write_status`).
 """
 
 from __future__ import annotations
@@ -23,7 +33,8 @@ from kubesim.controllers.conditions import condition_true
 from kubesim.controllers.ownership import controller_ref, is_terminal, owned
 from kubesim.controllers.workqueue import WorkQueue, per_key
 from kubesim.errors import ApiError
-from kubesim.resources import DEPLOYMENTS, PODS, REPLICASETS, STATEFULSETS, ResourceType
+from kubesim.resources import DEPLOYMENTS, LEADERWORKERSETS, PODS, REPLICASETS, STATEFULSETS, ResourceType
+from kubesim.store import Store
 from kubesim.watch import DELETED
 
 if TYPE_CHECKING:
@@ -32,12 +43,40 @@ if TYPE_CHECKING:
 _copy = msgspec.json.Decoder().decode
 _enc = msgspec.json.Encoder(order="sorted").encode
 HASH_LABEL = "pod-template-hash"
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
 Key = tuple[str, str]
 
 
-def _ref(obj: Mapping[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "apps/v1", "kind": obj["kind"], "name": obj["metadata"]["name"],
+def _ref(obj: Mapping[str, Any], api_version: str = "apps/v1") -> dict[str, Any]:
+    """The controller ownerReference to `obj` (of `api_version`)."""
+    return {"apiVersion": api_version, "kind": obj["kind"], "name": obj["metadata"]["name"],
             "uid": obj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def _live_object(store: Store, rt: ResourceType, key: Key) -> dict[str, Any] | None:
+    """The object to reconcile: None when it is gone or being deleted."""
+    e = store.find(rt, *key)
+    if e is None or e.obj["metadata"].get("deletionTimestamp"):
+        return None
+    return e.obj
+
+
+def _write_status(store: Store, rt: ResourceType, obj: Mapping[str, Any], status: dict[str, Any]) -> None:
+    if (obj.get("status") or {}) != status:
+        meta = obj["metadata"]
+        store.modify(rt, meta["namespace"], meta["name"], lambda o: o.__setitem__("status", status), status_only=True)
+
+
+def _statefulset(name: str, ns: str, owner: dict[str, Any], *, labels: dict[str, str], selector: dict[str, str],
+                 replicas: int, template: dict[str, Any], service: str) -> dict[str, Any]:
+    """A Parallel StatefulSet of `replicas` pods from `template`."""
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": name, "namespace": ns, "labels": labels, "ownerReferences": [owner]},
+            "spec": {"replicas": replicas, "podManagementPolicy": "Parallel", "serviceName": service,
+                     "selector": {"matchLabels": selector}, "template": template}}
 
 
 def _live(store: Any, owner_uid: str) -> list[Mapping[str, Any]]:
@@ -67,13 +106,17 @@ class ServingControllers:
         self.replicasets: WorkQueue[Key] = WorkQueue("replicaset", per_key(self.reconcile_replicaset, "replicaset"))
         self.statefulsets: WorkQueue[Key] = WorkQueue("statefulset",
                                                       per_key(self.reconcile_statefulset, "statefulset"))
-        self.queues = (self.deployments, self.replicasets, self.statefulsets)
+        self.leaderworkersets: WorkQueue[Key] = WorkQueue("leaderworkerset",
+                                                          per_key(self.reconcile_leaderworkerset, "leaderworkerset"))
+        self.queues = (self.deployments, self.replicasets, self.statefulsets, self.leaderworkersets)
         self._store.subscribe(DEPLOYMENTS, self._on_self(self.deployments))
         self._store.subscribe(REPLICASETS, self._on_self(self.replicasets))
         self._store.subscribe(STATEFULSETS, self._on_self(self.statefulsets))
+        self._store.subscribe(LEADERWORKERSETS, self._on_self(self.leaderworkersets))
         self._store.subscribe(REPLICASETS, self._on_owned("Deployment", self.deployments))
         self._store.subscribe(PODS, self._on_owned("ReplicaSet", self.replicasets))
         self._store.subscribe(PODS, self._on_owned("StatefulSet", self.statefulsets))
+        self._store.subscribe(PODS, self._on_lws_pod)
 
     @staticmethod
     def _on_self(q: WorkQueue[Key]) -> Any:
@@ -90,14 +133,19 @@ class ServingControllers:
                 q.add((new["metadata"]["namespace"], ref["name"]))
         return on
 
+    def _on_lws_pod(self, etype: str, rt: ResourceType, old: Mapping[str, Any] | None,
+                    new: Mapping[str, Any]) -> None:
+        name = (new["metadata"].get("labels") or {}).get(LWS_NAME_LABEL)  # a leader's or a worker's
+        if name:
+            self.leaderworkersets.add((new["metadata"]["namespace"], name))
+
     # --- Deployment ---
 
     def reconcile_deployment(self, key: Key) -> None:
-        ns, name = key
-        e = self._store.find(DEPLOYMENTS, ns, name)
-        if e is None or e.obj["metadata"].get("deletionTimestamp"):
+        d = _live_object(self._store, DEPLOYMENTS, key)
+        if d is None:
             return
-        d = e.obj
+        ns, name = key
         spec = d.get("spec") or {}
         template = spec.get("template") or {}
         digest = hashlib.sha256(_enc(template)).hexdigest()[:10]
@@ -121,20 +169,17 @@ class ServingControllers:
                 self._store.modify(REPLICASETS, ns, rs_name, _set_replicas(want))
         total = sum(int((rs.get("status") or {}).get("replicas", 0)) for rs in sets.values())
         ready = sum(int((rs.get("status") or {}).get("readyReplicas", 0)) for rs in sets.values())
-        status = {"observedGeneration": d["metadata"].get("generation", 1), "replicas": total,
-                  "readyReplicas": ready, "availableReplicas": ready,
-                  "updatedReplicas": int((sets[current].get("status") or {}).get("replicas", 0))}
-        if (d.get("status") or {}) != status:
-            self._store.modify(DEPLOYMENTS, ns, name, lambda o: o.__setitem__("status", status), status_only=True)
+        _write_status(self._store, DEPLOYMENTS, d, {
+            "observedGeneration": d["metadata"].get("generation", 1), "replicas": total, "readyReplicas": ready,
+            "availableReplicas": ready, "updatedReplicas": int((sets[current].get("status") or {}).get("replicas", 0))})
 
     # --- ReplicaSet ---
 
     def reconcile_replicaset(self, key: Key) -> None:
-        ns, name = key
-        e = self._store.find(REPLICASETS, ns, name)
-        if e is None or e.obj["metadata"].get("deletionTimestamp"):
+        rs = _live_object(self._store, REPLICASETS, key)
+        if rs is None:
             return
-        rs = e.obj
+        ns, name = key
         want = int((rs.get("spec") or {}).get("replicas", 1))
         pods = sorted(_live(self._store, rs["metadata"]["uid"]), key=lambda p: p["metadata"]["creationTimestamp"])
         for _ in range(want - len(pods)):
@@ -143,19 +188,17 @@ class ServingControllers:
         for extra in pods[want:][::-1]:
             self._delete_pod(ns, extra["metadata"]["name"])
         pods = _live(self._store, rs["metadata"]["uid"])
-        status = {"replicas": len(pods), "readyReplicas": _ready(pods), "availableReplicas": _ready(pods),
-                  "observedGeneration": rs["metadata"].get("generation", 1)}
-        if (rs.get("status") or {}) != status:
-            self._store.modify(REPLICASETS, ns, name, lambda o: o.__setitem__("status", status), status_only=True)
+        _write_status(self._store, REPLICASETS, rs, {"replicas": len(pods), "readyReplicas": _ready(pods),
+                                                     "availableReplicas": _ready(pods),
+                                                     "observedGeneration": rs["metadata"].get("generation", 1)})
 
     # --- StatefulSet ---
 
     def reconcile_statefulset(self, key: Key) -> None:
-        ns, name = key
-        e = self._store.find(STATEFULSETS, ns, name)
-        if e is None or e.obj["metadata"].get("deletionTimestamp"):
+        sts = _live_object(self._store, STATEFULSETS, key)
+        if sts is None:
             return
-        sts = e.obj
+        ns, name = key
         spec = sts.get("spec") or {}
         replicas = int(spec.get("replicas", 1))
         parallel = spec.get("podManagementPolicy") == "Parallel"
@@ -185,10 +228,48 @@ class ServingControllers:
             if ordinal.isdigit() and int(ordinal) >= replicas and not pod["metadata"].get("deletionTimestamp"):
                 self._delete_pod(ns, pod_name)
         pods = _live(self._store, uid)
-        status = {"observedGeneration": sts["metadata"].get("generation", 1), "replicas": len(pods),
-                  "readyReplicas": _ready(pods), "availableReplicas": _ready(pods), "currentReplicas": len(pods)}
-        if (sts.get("status") or {}) != status:
-            self._store.modify(STATEFULSETS, ns, name, lambda o: o.__setitem__("status", status), status_only=True)
+        _write_status(self._store, STATEFULSETS, sts, {
+            "observedGeneration": sts["metadata"].get("generation", 1), "replicas": len(pods),
+            "readyReplicas": _ready(pods), "availableReplicas": _ready(pods), "currentReplicas": len(pods)})
+
+    # --- LeaderWorkerSet ---
+
+    def reconcile_leaderworkerset(self, key: Key) -> None:
+        lws = _live_object(self._store, LEADERWORKERSETS, key)
+        if lws is None:
+            return
+        ns, name = key
+        spec = lws.get("spec") or {}
+        lwt = spec.get("leaderWorkerTemplate") or {}
+        size = int(lwt.get("size", 1))
+        replicas = int(spec.get("replicas", 1))
+        worker_t = lwt.get("workerTemplate") or {}
+        leader_t = lwt.get("leaderTemplate") or worker_t
+        sets = {s.obj["metadata"]["name"]: s.obj for s in owned(self._store, lws["metadata"]["uid"], STATEFULSETS)}
+        if name not in sets:
+            labels = {LWS_NAME_LABEL: name, LWS_WORKER_INDEX_LABEL: "0"}
+            self._store.create(STATEFULSETS, ns, _statefulset(
+                name, ns, _ref(lws, "leaderworkerset.x-k8s.io/v1"), labels={LWS_NAME_LABEL: name}, selector=labels,
+                replicas=replicas, template=_lws_template(leader_t, labels, size), service=name))
+        elif int((sets[name].get("spec") or {}).get("replicas", 0)) != replicas:
+            self._store.modify(STATEFULSETS, ns, name, _set_replicas(replicas))
+        ready_groups = 0
+        leaders = [p.obj for p in owned(self._store, (sets.get(name) or {}).get("metadata", {}).get("uid", ""), PODS)]
+        for leader in leaders:
+            if leader["metadata"].get("deletionTimestamp"):
+                continue
+            index = (leader["metadata"].get("labels") or {}).get("apps.kubernetes.io/pod-index", "0")
+            workers = [p.obj for p in owned(self._store, leader["metadata"]["uid"], STATEFULSETS)]
+            if size > 1 and not workers:
+                labels = {LWS_NAME_LABEL: name, LWS_GROUP_INDEX_LABEL: index}
+                self._store.create(STATEFULSETS, ns, _statefulset(
+                    f"{name}-{index}", ns, _ref(leader, "v1"), labels=dict(labels), selector=labels,
+                    replicas=size - 1, template=_lws_template(worker_t, labels, size), service=name))
+            group = [leader] + [p.obj for w in workers for p in owned(self._store, w["metadata"]["uid"], PODS)
+                                if controller_ref(p.obj) is not None]
+            if len(group) == size and all(condition_true(p, "Ready") for p in group):
+                ready_groups += 1
+        _write_status(self._store, LEADERWORKERSETS, lws, {"replicas": len(leaders), "readyReplicas": ready_groups})
 
     def _delete_pod(self, ns: str, name: str) -> None:
         try:
@@ -202,3 +283,12 @@ def _set_replicas(n: int) -> Any:
     def change(o: dict[str, Any]) -> None:
         o["spec"]["replicas"] = n
     return change
+
+
+def _lws_template(t: Mapping[str, Any], labels: dict[str, str], size: int) -> dict[str, Any]:
+    """A leader's or workers' pod template with the group's labels and size."""
+    out: dict[str, Any] = _copy(_enc(t))
+    meta = out.setdefault("metadata", {})
+    meta["labels"] = {**(meta.get("labels") or {}), **labels}
+    meta["annotations"] = {**(meta.get("annotations") or {}), LWS_SIZE_ANNOTATION: str(size)}
+    return out

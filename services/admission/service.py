@@ -9,14 +9,11 @@ Health: "standby" while waiting for the lease, "starting" while rebuilding and f
 
 from __future__ import annotations
 
-import os
-import socket
-
 import msgspec
 
 from kq.config import AdmissionConfig, Config, ConfigError
 from kq.obs import get_logger
-from kq.runtime import Bus, Lease, lead
+from kq.runtime import Backoff, Bus, Lease, holder_name, stand
 from services.admission.core.model import SchedulerConfig
 from services.admission.leader import LeaderTerm
 from services.admission.slots import Replica, check_sharding
@@ -43,42 +40,27 @@ def scheduler_config(config: Config) -> SchedulerConfig:
         raise ConfigError(f"kueue configuration for admission: {e}") from None
 
 
-def _why(e: BaseException) -> str:
-    if isinstance(e, BaseExceptionGroup):
-        return "; ".join(_why(x) for x in e.exceptions)
-    return f"{type(e).__name__}: {e}"
-
-
 async def main(bus: Bus, config: Config, settings: AdmissionSettings | None = None) -> None:
     settings = settings or config.admission
     clusters = tuple(c.name for c in config.clusters)
     if not clusters:
         raise ConfigError("admission: no clusters configured (config `clusters`)")
     sched = scheduler_config(config)
-    holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
+    holder = holder_name(config.instance)
     if settings.shards > 1:  # sharded: slots of cohort trees shared among the replicas (slots.py)
         check_sharding(settings, sched)
         await Replica(bus, clusters, sched, settings, config.instance, holder).run()
         return
     lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s, clock=bus.clock)
-    log = get_logger("kq.admission", instance=config.instance)
 
     async def term(epoch: int) -> None:
-        bus.status, bus.metrics.role = "starting", "leader"
+        bus.metrics.role = "leader"
         try:
             await LeaderTerm(bus, clusters, sched, epoch, settings.term).run()
         finally:
-            bus.status, bus.metrics.role = "standby", "follower"
+            bus.metrics.role = "follower"
             bus.metrics.clear_kueue_gauges()  # the queues are the next leader's to report
 
-    backoff = settings.restart_backoff_s
     bus.metrics.role = "follower"
-    while True:
-        bus.status = "standby"
-        try:
-            await lead(lease, term)
-            return  # a term never ends on its own; only if it did
-        except Exception as e:  # noqa: BLE001 - the term's end is reported, then we stand again
-            log.warning("term ended; standing for the lease again", epoch=lease.epoch, reason=_why(e))
-        await bus.clock.sleep(backoff)
-        backoff = min(backoff * 2, settings.restart_backoff_max_s)
+    await stand(bus, lease, term, log=get_logger("kq.admission", instance=config.instance),
+                backoff=Backoff(settings.restart_backoff_s, settings.restart_backoff_max_s))

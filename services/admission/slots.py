@@ -27,7 +27,7 @@ import nats.errors
 
 from kq.config import AdmissionConfig, ConfigError
 from kq.obs import get_logger
-from kq.runtime import Bus, Lease
+from kq.runtime import Backoff, Bus, Lease, hold
 from services.admission.board import Board, Heartbeat
 from services.admission.core.model import SchedulerConfig
 from services.admission.handover import SlotTerm
@@ -59,7 +59,8 @@ class Replica:
         self.leases = {s: Lease(bus, SERVICE, f"{settings.lease_partition}-{s}", holder, ttl=settings.lease_ttl_s,
                                 clock=bus.clock) for s in range(self.shards)}
         self.not_before: dict[int, float] = {}  # slot -> when to stand again after its term failed
-        self.backoff: dict[int, float] = {}
+        self.backoff = {s: Backoff(settings.restart_backoff_s, settings.restart_backoff_max_s)
+                        for s in range(self.shards)}
         self.offset = zlib.crc32(instance.encode()) % self.shards
         self.log = get_logger("kq.admission", instance=instance)
 
@@ -123,29 +124,20 @@ class Replica:
         self.bus.metrics.role = "leader"  # Kueue's replica_role: this replica decides for some trees
         term = SlotTerm(self.bus, self.clusters, self.sched, epoch, self.settings.term, slot=slot, shards=self.shards,
                         board=self.board, report_s=min(0.2, self.settings.balance_interval_s))
-        worker = asyncio.create_task(term.run(), name=f"admission:slot-{slot}:term")
-        keeper = asyncio.create_task(lease.keep_alive(), name=f"admission:slot-{slot}:lease")
         failed = False
         try:
-            await asyncio.wait({worker, keeper}, return_when=asyncio.FIRST_COMPLETED)
-            if worker.done() and not worker.cancelled() and worker.exception() is not None:
-                failed = True
-                self.log.warning("slot term ended; standing for it again", slot=slot, epoch=epoch,
-                                 reason=repr(worker.exception()))
-            elif keeper.done():
+            held = await hold(lease, term.run(), name=f"admission:slot-{slot}")
+            if not held.finished:
                 self.log.warning("slot lease lost", slot=slot, epoch=epoch)
+        except Exception as e:  # noqa: BLE001 - the term's end is reported, then the slot is stood for again
+            failed = True
+            self.log.warning("slot term ended; standing for it again", slot=slot, epoch=epoch, reason=repr(e))
         finally:
-            for t in (worker, keeper):
-                t.cancel()
-            await asyncio.gather(worker, keeper, return_exceptions=True)
-            await lease.release()
             self.held.pop(slot, None)
             if failed:
-                delay = self.backoff.get(slot, self.settings.restart_backoff_s)
-                self.not_before[slot] = self.bus.clock.monotonic() + delay
-                self.backoff[slot] = min(delay * 2, self.settings.restart_backoff_max_s)
+                self.not_before[slot] = self.bus.clock.monotonic() + self.backoff[slot].next()
             else:
-                self.backoff.pop(slot, None)
+                self.backoff[slot].reset()
             if not self.held:
                 self.bus.status, self.bus.metrics.role = "standby", "follower"
 

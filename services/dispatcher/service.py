@@ -10,14 +10,12 @@ server for one thing only: the workers' kubeconfig Secrets (never mirrored on th
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 from contextlib import AsyncExitStack
 
 from kq.config import Config
 from kq.kube import KubeClient
 from kq.obs import get_logger
-from kq.runtime import Bus, Lease, lead
+from kq.runtime import Backoff, Bus, Lease, holder_name, stand
 from services.dispatcher.guard import run_guard
 from services.dispatcher.settings import DispatcherSettings, core_settings
 from services.dispatcher.term import Term
@@ -39,8 +37,8 @@ async def main(bus: Bus, config: Config, settings: DispatcherSettings | None = N
             await run_guard(bus, workers, core, 0)
         await asyncio.Event().wait()
     manager = managers[0]
-    holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
-    lease = Lease(bus, SERVICE, manager.name, holder, ttl=settings.lease_ttl_s)
+    holder = holder_name(config.instance)
+    lease = Lease(bus, SERVICE, manager.name, holder, ttl=settings.lease_ttl_s, clock=bus.clock)
     async with AsyncExitStack() as stack:
         client = await KubeClient.from_kubeconfig(manager.kubeconfig, user_agent="kq/dispatcher")
         stack.push_async_callback(client.close)
@@ -65,21 +63,15 @@ async def main(bus: Bus, config: Config, settings: DispatcherSettings | None = N
         async def term(epoch: int) -> None:
             nonlocal leading
             leading = True
-            bus.status = "starting"
             try:
                 await Term(bus, manager.name, client, core, settings, epoch, workers).run()
             finally:
                 leading = False
-                bus.status = "starting"
 
-        while True:
+        async def idle() -> None:
             # "standby" only while another instance holds the lease; until we know, "starting"
             # (so a stack does not count a dispatcher about to lead as ready).
             held = await lease.current()
             bus.status = "standby" if held is not None and held[1].holder != holder else "starting"
-            try:
-                await lead(lease, term)
-                return
-            except Exception as e:  # noqa: BLE001 - the term's end is reported, then we stand again
-                log.error("term ended", error=f"{type(e).__name__}: {e}")
-                await asyncio.sleep(0.5)
+
+        await stand(bus, lease, term, log=log, backoff=Backoff(0.5, 0.5), idle_status="starting", on_idle=idle)

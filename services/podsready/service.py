@@ -11,14 +11,12 @@ and says so; it stays up so `kq up` and deployments need not know.
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 
 import msgspec
 
 from kq.config import Config, ConfigError, WaitForPodsReady, duration_seconds
 from kq.obs import get_logger
-from kq.runtime import Bus, Lease, lead
+from kq.runtime import Backoff, Bus, Lease, holder_name, stand
 from services.podsready.core.model import PodsReadyConfig
 from services.podsready.handlers import Term, TermSettings
 
@@ -59,12 +57,6 @@ def enabled(wfpr: WaitForPodsReady | None) -> bool:
     return wfpr is not None and wfpr.enable is not False
 
 
-def _why(e: BaseException) -> str:
-    if isinstance(e, BaseExceptionGroup):
-        return "; ".join(_why(x) for x in e.exceptions)
-    return f"{type(e).__name__}: {e}"
-
-
 async def main(bus: Bus, config: Config, settings: PodsReadySettings | None = None) -> None:
     settings = settings or PodsReadySettings()
     log = get_logger("kq.podsready", instance=config.instance)
@@ -79,23 +71,10 @@ async def main(bus: Bus, config: Config, settings: PodsReadySettings | None = No
         raise ConfigError("podsready: no clusters configured (config `clusters`)")
     assert wfpr is not None
     core = core_config(wfpr)
-    holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
-    lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s)
+    holder = holder_name(config.instance)
+    lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s, clock=bus.clock)
 
     async def term(epoch: int) -> None:
-        bus.status = "starting"
-        try:
-            await Term(bus, clusters, core, epoch, settings.term).run()
-        finally:
-            bus.status = "standby"
+        await Term(bus, clusters, core, epoch, settings.term).run()
 
-    backoff = settings.restart_backoff_s
-    while True:
-        bus.status = "standby"
-        try:
-            await lead(lease, term)
-            return
-        except Exception as e:  # noqa: BLE001 - the term's end is reported, then we stand again
-            log.warning("term ended; standing for the lease again", epoch=lease.epoch, reason=_why(e))
-        await asyncio.sleep(backoff)
-        backoff = min(backoff * 2, settings.restart_backoff_max_s)
+    await stand(bus, lease, term, log=log, backoff=Backoff(settings.restart_backoff_s, settings.restart_backoff_max_s))

@@ -15,8 +15,6 @@ handed out) is made durable by the PlacementHeld record published before the rep
 from __future__ import annotations
 
 import asyncio
-import os
-import socket
 
 import msgspec
 import nats
@@ -25,7 +23,7 @@ from kq import subjects
 from kq.config import Config, ConfigError
 from kq.obs import get_logger
 from kq.placement import HOLDS_FILTER, PlacementHeld, SolveRequest
-from kq.runtime import Bus, Lease, connect_options, lead
+from kq.runtime import Backoff, Bus, Lease, connect_options, holder_name, stand
 from services.tas.handlers import NEEDED_KINDS, SolverInputs, caught_up, decode_request, record_hold, solve
 
 SERVICE = "tas"
@@ -118,24 +116,11 @@ async def main(bus: Bus, config: Config, settings: TasSettings | None = None) ->
     clusters = tuple(c.name for c in config.clusters)
     if not clusters:
         raise ConfigError("tas: no clusters configured (config `clusters`)")
-    holder = f"{config.instance}@{socket.gethostname()}:{os.getpid()}"
-    lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s)
-    log = get_logger("kq.tas", instance=config.instance)
+    holder = holder_name(config.instance)
+    lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s, clock=bus.clock)
 
     async def term(epoch: int) -> None:
-        bus.status = "starting"
-        try:
-            await SolverTerm(bus, clusters, epoch, settings).run()
-        finally:
-            bus.status = "standby"
+        await SolverTerm(bus, clusters, epoch, settings).run()
 
-    backoff = settings.restart_backoff_s
-    while True:
-        bus.status = "standby"
-        try:
-            await lead(lease, term)
-            return
-        except Exception as e:  # noqa: BLE001 - the term's end is reported, then we stand again
-            log.warning("term ended; standing for the lease again", epoch=lease.epoch, reason=repr(e))
-        await bus.clock.sleep(backoff)
-        backoff = min(backoff * 2, settings.restart_backoff_max_s)
+    await stand(bus, lease, term, log=get_logger("kq.tas", instance=config.instance),
+                backoff=Backoff(settings.restart_backoff_s, settings.restart_backoff_max_s))

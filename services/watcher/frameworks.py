@@ -34,6 +34,7 @@ from services.watcher.core.frameworks.trainjob import TrainJobView
 from services.watcher.core.managed import JobPolicy, default_selector, manages_unlabelled, namespace_managed
 from services.watcher.core.writes import Skip
 from services.watcher.objects import ClusterObjects
+from services.watcher.workqueue import KeyedWorkQueue
 
 Key = tuple[str, str, str]
 JOBSET_FRAMEWORK = JobSetAdapter.framework
@@ -73,15 +74,15 @@ class FrameworkIntegration:
         self.adapters: dict[str, Adapter[Any]] = {token: ad for token, (ad, _) in OBJECT_ADAPTERS.items()}
         self.adapters.update(pod=PodAdapter(), podgroup=PodAdapter())
         self._groups: dict[tuple[str, str], set[str]] = {}  # (ns, group) -> member pod names
-        self._queue: asyncio.Queue[Key] = asyncio.Queue()
-        self._queued: set[Key] = set()
-        self._busy: set[Key] = set()
-        self._again: set[Key] = set()
-        self._timers: set[asyncio.Task[None]] = set()
         self._said: set[Key] = set()  # keys whose refusal or waiting reason was logged
         self.ready = asyncio.Event()
         self.writes = 0
         self.log = get_logger("kq.watcher.frameworks", cluster=objects.cluster)
+        self.queue: KeyedWorkQueue[Key] = KeyedWorkQueue("frameworks", self._reconcile, workers=workers,
+                                                          retry_base_s=retry_base_s, retry_max_s=retry_max_s,
+                                                          clock=clock, log=self.log)
+        self.mark = self.queue.mark
+        self.idle = self.queue.idle
 
     @property
     def needed_kinds(self) -> tuple[str, ...]:
@@ -149,59 +150,12 @@ class FrameworkIntegration:
             return ("podgroup", ns, wl.metadata.name)
         return None
 
-    def mark(self, key: Key) -> None:
-        if key in self._busy:
-            self._again.add(key)
-        elif key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
-
-    def idle(self) -> bool:
-        return not self._queued and not self._busy
-
     # --- workers ---
 
     async def run(self) -> None:
         await self.ready.wait()
         self.log.info("framework integrations started", enabled=sorted(self.enabled))
-        try:
-            async with asyncio.TaskGroup() as tg:
-                for i in range(self.workers):
-                    tg.create_task(self._worker(), name=f"frameworks-worker-{i}")
-        finally:
-            for timer in list(self._timers):
-                timer.cancel()
-
-    async def _mark_after(self, delay_s: float, key: Key) -> None:
-        await self.clock.sleep(delay_s)
-        self.mark(key)
-
-    async def _worker(self) -> None:
-        while True:
-            key = await self._queue.get()
-            self._queued.discard(key)
-            self._busy.add(key)
-            retry_in: float | None = None
-            try:
-                retry_in = await self._reconcile(key)
-            except asyncio.CancelledError:
-                raise
-            except KubeError as e:
-                self.log.warning("reconcile interrupted; will retry", key=key, error=str(e))
-                retry_in = retry_delay(e, self.retry_base_s)
-            except Exception as e:  # a bug: say so loudly, look again later
-                self.log.error("reconcile failed", key=key, error=repr(e), exc_info=e)
-                retry_in = self.retry_max_s
-            finally:
-                self._busy.discard(key)
-            if key in self._again or retry_in is not None:
-                self._again.discard(key)
-                if retry_in:
-                    timer = asyncio.create_task(self._mark_after(retry_in, key))
-                    self._timers.add(timer)
-                    timer.add_done_callback(self._timers.discard)
-                else:
-                    self.mark(key)
+        await self.queue.run()
 
     def _view(self, key: Key) -> tuple[Any | None, Workload | None]:
         """The adapter's view of the key from the cache, and its Workload."""

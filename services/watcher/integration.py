@@ -26,6 +26,7 @@ from services.watcher.core.job_pods import owned_by
 from services.watcher.core.managed import JobPolicy, default_selector, manages_unlabelled, namespace_managed
 from services.watcher.core.writes import Delete, Skip
 from services.watcher.objects import ClusterObjects
+from services.watcher.workqueue import KeyedWorkQueue
 
 WorkKey = tuple[str, str, str]  # ("job" | "workload", namespace, name)
 NEEDED_KINDS = ("job", "workload", "resourceflavor", "workloadpriorityclass", "priorityclass")
@@ -41,19 +42,19 @@ class JobIntegration:
         self.tracer = tracer or NoOpTracer()
         self.clock = clock
         self.wait_for_pods_ready = wait_for_pods_ready  # keep the Workloads' PodsReady condition
-        self._timers: set[asyncio.Task[None]] = set()  # keys to look at again after a delay
         self.objects = objects
         self.workers = workers
         self.max_steps = max_steps
         self.retry_base_s = retry_base_s
         self.retry_max_s = retry_max_s
-        self._queue: asyncio.Queue[WorkKey] = asyncio.Queue()
-        self._queued: set[WorkKey] = set()
-        self._busy: set[WorkKey] = set()
-        self._again: set[WorkKey] = set()
         self.ready = asyncio.Event()
         self.writes = 0
         self.log = get_logger("kq.watcher.jobs", cluster=objects.cluster)
+        self.queue: KeyedWorkQueue[WorkKey] = KeyedWorkQueue("jobs", self._reconcile, workers=workers,
+                                                              retry_base_s=retry_base_s, retry_max_s=retry_max_s,
+                                                              clock=clock, log=self.log)
+        self.mark = self.queue.mark
+        self.idle = self.queue.idle
 
     # --- what to look at ---
 
@@ -73,10 +74,6 @@ class JobIntegration:
             for job in self.objects.all("job"):  # a flavor or class may unblock any waiting job
                 self.mark(("job", job.metadata.namespace, job.metadata.name))
 
-    async def _mark_after(self, delay_s: float, key: WorkKey) -> None:
-        await self.clock.sleep(delay_s)
-        self.mark(key)
-
     def _workload_key(self, wl: Workload) -> WorkKey:
         ns = wl.metadata.namespace
         ref = wl.metadata.controller_ref()
@@ -86,55 +83,12 @@ class JobIntegration:
             return ("job", ns, job.metadata.name)
         return ("workload", ns, wl.metadata.name)
 
-    def mark(self, key: WorkKey) -> None:
-        if key in self._busy:
-            self._again.add(key)
-        elif key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
-
-    def idle(self) -> bool:
-        return not self._queued and not self._busy
-
     # --- workers ---
 
     async def run(self) -> None:
         await self.ready.wait()
         self.log.info("job integration started", jobs=len(self.objects.all("job")))
-        try:
-            async with asyncio.TaskGroup() as tg:
-                for i in range(self.workers):
-                    tg.create_task(self._worker(), name=f"jobs-worker-{i}")
-        finally:
-            for timer in list(self._timers):  # looks again that will not happen now
-                timer.cancel()
-
-    async def _worker(self) -> None:
-        while True:
-            key = await self._queue.get()
-            self._queued.discard(key)
-            self._busy.add(key)
-            retry_in: float | None = None
-            try:
-                retry_in = await self._reconcile(key)
-            except asyncio.CancelledError:
-                raise
-            except KubeError as e:  # could not even read: the API server is struggling
-                self.log.warning("reconcile interrupted; will retry", key=key, error=str(e))
-                retry_in = retry_delay(e, self.retry_base_s)
-            except Exception as e:  # a bug: log it loudly, look again later
-                self.log.error("reconcile failed", key=key, error=repr(e), exc_info=e)
-                retry_in = self.retry_max_s
-            finally:
-                self._busy.discard(key)
-            if key in self._again or retry_in is not None:
-                self._again.discard(key)
-                if retry_in:
-                    timer = asyncio.create_task(self._mark_after(retry_in, key))
-                    self._timers.add(timer)
-                    timer.add_done_callback(self._timers.discard)
-                else:
-                    self.mark(key)
+        await self.queue.run()
 
     async def _reconcile(self, key: WorkKey) -> float | None:
         """Steps until the core is satisfied; returns a delay when the key must be looked at again.

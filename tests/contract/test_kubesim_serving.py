@@ -1,6 +1,7 @@
 """kubesim's apps/v1 controllers and Kueue's pod, Deployment and StatefulSet webhooks, through
 kubernetes-asyncio: queued pods are created gated, Deployments run ReplicaSets that keep their pods,
-StatefulSets create their ordinals in order and recreate deleted ones."""
+StatefulSets create their ordinals in order and recreate deleted ones, LeaderWorkerSets run a leader
+StatefulSet and one worker StatefulSet per leader."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 from contract.sim_objects import MERGE
-from kubernetes_asyncio.client import AppsV1Api, CoreV1Api
+from kubernetes_asyncio.client import AppsV1Api, CoreV1Api, CustomObjectsApi
 from support.wait import eventually
 
 pytestmark = pytest.mark.timeout(30)
@@ -123,3 +124,48 @@ def _exists(core: CoreV1Api, name: str) -> Callable[[], Awaitable[bool]]:
     async def probe() -> bool:
         return any(p.metadata.name == name for p in await _pods(core, "db"))
     return probe
+
+
+LWS = ("leaderworkerset.x-k8s.io", "v1")
+
+
+async def test_a_leaderworkerset_runs_each_group_as_a_leader_and_its_workers(
+        apps: AppsV1Api, core: CoreV1Api, custom: CustomObjectsApi) -> None:
+    template = {"metadata": {"labels": {"app": "lws"}}, "spec": {"containers": [_container()]}}
+    await custom.create_namespaced_custom_object(*LWS, "default", "leaderworkersets", {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet", "metadata": {"name": "lws"},
+        "spec": {"replicas": 2, "leaderWorkerTemplate": {"size": 3, "workerTemplate": template}}})
+
+    async def groups_ready() -> list[Any]:
+        got = await custom.get_namespaced_custom_object_status(*LWS, "default", "leaderworkersets", "lws")
+        assert got.get("status") == {"replicas": 2, "readyReplicas": 2}, got.get("status")
+        return await _pods(core, "lws")
+
+    pods = await eventually(groups_ready, what="two ready groups of three")
+    by_name = {p.metadata.name: p for p in pods}
+    assert sorted(by_name) == ["lws-0", "lws-0-0", "lws-0-1", "lws-1", "lws-1-0", "lws-1-1"]
+    for name, p in by_name.items():
+        group = name.split("-")[1]
+        labels, annotations = p.metadata.labels, p.metadata.annotations
+        assert labels["leaderworkerset.sigs.k8s.io/name"] == "lws", labels
+        assert annotations["leaderworkerset.sigs.k8s.io/size"] == "3", annotations
+        if name.count("-") == 2:  # a worker: its group's StatefulSet, owned by the leader pod
+            assert labels["leaderworkerset.sigs.k8s.io/group-index"] == group
+            sts = await apps.read_namespaced_stateful_set(f"lws-{group}", "default")
+            owner = sts.metadata.owner_references[0]
+            assert (owner.kind, owner.name, sts.spec.replicas) == ("Pod", f"lws-{group}", 2)
+        else:
+            assert labels["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    leaders = await apps.read_namespaced_stateful_set("lws", "default")
+    owner = leaders.metadata.owner_references[0]
+    assert (owner.kind, leaders.spec.replicas, leaders.spec.pod_management_policy) == ("LeaderWorkerSet", 2, "Parallel")
+
+    await custom.patch_namespaced_custom_object(*LWS, "default", "leaderworkersets", "lws", {"spec": {"replicas": 1}},
+                                                _content_type=MERGE)
+
+    async def one_group() -> list[str]:
+        names = sorted(p.metadata.name for p in await _pods(core, "lws"))
+        assert names == ["lws-0", "lws-0-0", "lws-0-1"], names
+        return names
+
+    await eventually(one_group, what="scaled down to one group (the leader's deletion takes its workers)")

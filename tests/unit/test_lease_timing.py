@@ -7,50 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
-import nats.errors
 import pytest
+from support.memory_lease import InMemoryLease, Key
 
 from kq.clock import FakeClock
-from kq.obs import get_logger
-from kq.runtime.lease import Lease, LeaseValue, LeaseWindow
+from kq.runtime.lease import LeaseValue, LeaseWindow
 
 pytestmark = pytest.mark.timeout(10)
-
-
-class _Key:
-    """One KV key: its last revision and value; `fail` makes writes time out (outcome unknown)."""
-
-    def __init__(self) -> None:
-        self.rev = 0
-        self.value: LeaseValue | None = None
-        self.writes = 0
-        self.fail = False
-
-
-class _Bus:
-    def __init__(self, clock: FakeClock) -> None:
-        self.clock = clock
-        self.log = get_logger("test.lease")
-
-
-class InMemoryLease(Lease):
-    def __init__(self, key: _Key, clock: FakeClock, holder: str, ttl: int = 9, **kw: float) -> None:
-        super().__init__(_Bus(clock), "admission", "p", holder, ttl=ttl, clock=clock, **kw)  # type: ignore[arg-type]  # a fake bus: the lease reads only its clock and log
-        self.kv = key
-
-    async def _last(self) -> tuple[int, LeaseValue | None]:
-        return self.kv.rev, self.kv.value
-
-    async def _write(self, expected: int, epoch: int) -> int | None:
-        if self.kv.fail:
-            raise nats.errors.TimeoutError
-        if expected != self.kv.rev:
-            return None
-        self.kv.rev += 1
-        self.kv.writes += 1
-        self.kv.value = LeaseValue(holder=self.holder, service=self.service, partition=self.partition,
-                                   epoch=epoch or self.kv.rev, renewed_at="")
-        return self.kv.rev
 
 
 def test_window_holds_ttl_minus_margin_and_renews_sooner_near_its_end() -> None:
@@ -63,7 +26,7 @@ def test_window_holds_ttl_minus_margin_and_renews_sooner_near_its_end() -> None:
 
 
 async def test_keep_alive_renews_every_third_of_the_ttl_and_stays_held() -> None:
-    clock, key = FakeClock(), _Key()
+    clock, key = FakeClock(), Key()
     lease = InMemoryLease(key, clock, "a")
     assert await lease.try_acquire()
     keeper = asyncio.create_task(lease.keep_alive())
@@ -77,7 +40,7 @@ async def test_keep_alive_renews_every_third_of_the_ttl_and_stays_held() -> None
 
 
 async def test_unknown_renewals_keep_the_lease_until_its_window_closes_then_it_is_lost() -> None:
-    clock, key = FakeClock(), _Key()
+    clock, key = FakeClock(), Key()
     lease = InMemoryLease(key, clock, "a")
     assert await lease.try_acquire()  # valid until t+8.5
     key.fail = True
@@ -90,7 +53,7 @@ async def test_unknown_renewals_keep_the_lease_until_its_window_closes_then_it_i
 
 
 async def test_a_renewal_refused_because_another_holder_wrote_loses_at_once() -> None:
-    clock, key = FakeClock(), _Key()
+    clock, key = FakeClock(), Key()
     lease = InMemoryLease(key, clock, "a")
     assert await lease.try_acquire()
     keeper = asyncio.create_task(lease.keep_alive())
@@ -101,7 +64,7 @@ async def test_a_renewal_refused_because_another_holder_wrote_loses_at_once() ->
 
 
 async def test_standby_polls_until_the_key_is_free_or_its_timeout() -> None:
-    clock, key = FakeClock(), _Key()
+    clock, key = FakeClock(), Key()
     a = InMemoryLease(key, clock, "a")
     b = InMemoryLease(key, clock, "b", poll_interval=0.5)
     assert await a.try_acquire()

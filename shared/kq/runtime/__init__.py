@@ -7,12 +7,14 @@ from kq.runtime.delivery import Delivery
 from kq.runtime.errors import DeadLetter, PermanentError, TemporaryError, dead_letter_decoder
 from kq.runtime.executor import KeyedExecutor, Place
 from kq.runtime.health import HealthStatus, wait_healthy
-from kq.runtime.lease import Lease, lead
+from kq.runtime.leadership import Backoff, hold, holder_name, lead, stand
+from kq.runtime.lease import Lease
 from kq.runtime.replay import Replay
 from kq.runtime.service import run_service, serve
 from kq.runtime.streams import delete_all_streams, ensure_streams
 
 __all__ = [
+    "Backoff",
     "Bus",
     "DeadLetter",
     "Delivery",
@@ -31,8 +33,11 @@ __all__ = [
     "delete_all_streams",
     "encode_payload",
     "ensure_streams",
+    "hold",
+    "holder_name",
     "lead",
     "run_service",
     "serve",
+    "stand",
     "wait_healthy",
 ]

@@ -18,9 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import msgspec
 import nats.errors
@@ -32,8 +31,6 @@ from kq.runtime.streams import LEASE_BUCKET_MAX_AGE_S, LEASE_PREFIX, LEASE_STREA
 
 if TYPE_CHECKING:
     from kq.runtime.bus import Bus
-
-T = TypeVar("T")
 
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _TTL = "Nats-TTL"
@@ -227,29 +224,3 @@ class Lease:
         self.lost.set()
         self.epoch = None
 
-
-async def lead(lease: Lease, work: Callable[[int], Coroutine[Any, Any, T]]) -> T:
-    """Hold the lease and run work(epoch) while it is held; if the lease is lost, cancel the
-    work, wait to acquire again (hot standby), and start it anew with the new epoch.
-    Returns when work returns (releasing the lease)."""
-    while True:
-        epoch = await lease.acquire()
-        lease._bus.log.info("lease acquired", key=lease.key, epoch=epoch, holder=lease.holder)
-        worker = asyncio.create_task(work(epoch))
-        keeper = asyncio.create_task(lease.keep_alive())
-        try:
-            await asyncio.wait({worker, keeper}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:  # shutting down: hand over at once
-            for t in (worker, keeper):
-                t.cancel()
-            await asyncio.gather(worker, keeper, return_exceptions=True)
-            await lease.release()
-            raise
-        keeper.cancel()
-        if not worker.done():
-            worker.cancel()
-            lease.lost.set()  # whatever ended the keeper, we no longer know that we hold it
-        await asyncio.gather(worker, keeper, return_exceptions=True)
-        if worker.done() and not worker.cancelled() and not lease.lost.is_set():
-            await lease.release()
-            return worker.result()
