@@ -53,7 +53,8 @@ async def cmd_up(args: argparse.Namespace, io: Streams) -> int:
         say(f"kueue configuration: kq does not use {', '.join(unused)}")
     stack = Stack(d, kueue_config=kueue, detach=True, timeout_s=args.timeout,
                   progress=say, log_level=args.log_level, replicas=replicas,
-                  kubesim_args=("--sleep-scale", str(args.sleep_scale)), secure=args.secure)
+                  kubesim_args=("--sleep-scale", str(args.sleep_scale)), secure=args.secure,
+                  nats_cluster=args.nats_cluster)
     unknown = sorted(set(replicas) - set(stack.services))
     if unknown:
         raise StackError(f"--replicas: no service {', '.join(unknown)} (services: {', '.join(stack.services)})")

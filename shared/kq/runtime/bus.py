@@ -143,7 +143,7 @@ class Bus:
         try:
             await asyncio.wait_for(
                 nc.connect(
-                    config.url,
+                    config.servers(),
                     **connect_options(config, name),
                     name=f"{name}-{instance}",
                     connect_timeout=2,
