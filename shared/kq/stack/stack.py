@@ -116,9 +116,6 @@ class Stack(SupervisedChildren):
             raise StackError(f"cluster roles must be manager or worker, got {sorted(roles)}")
         if nats_cluster < 1:
             raise StackError(f"--nats-cluster: want at least 1 node, got {nats_cluster}")
-        if secure and nats_cluster > 1:
-            raise StackError("--secure with --nats-cluster is not supported yet: the cluster's routes would need "
-                             "TLS of their own; use one or the other")
         self.dir = Path(dir).resolve()
         self.kueue_config = _kueue(kueue_config)
         self.clusters = tuple(clusters)
@@ -179,9 +176,8 @@ class Stack(SupervisedChildren):
         return self.logs_dir / f"{process}.log"
 
     def nats_config(self) -> NatsConfig:
-        if self.secure:
-            return self.secure.nats_config(self.nats_url)
-        return NatsConfig(url=self.nats_url, stream_replicas=self.nats_cluster)
+        cfg = self.secure.nats_config(self.nats_url) if self.secure else NatsConfig(url=self.nats_url)
+        return msgspec.structs.replace(cfg, stream_replicas=self.nats_cluster)
 
     async def __aenter__(self) -> Stack:
         await self.up()
@@ -243,8 +239,9 @@ class Stack(SupervisedChildren):
 
     async def _start_nats(self, deadline: float) -> None:
         t0 = time.monotonic()
+        closed = self.secure.create(cluster=self.nats_cluster > 1).server_args() if self.secure else ()
         self._nats = NatsNodes(self.dir / "nats", self.logs_dir, self.nats_cluster, detach=self.detach,
-                               extra_args=self.secure.create().server_args() if self.secure else ())
+                               extra_args=closed)
         try:
             await self._nats.start(self._left(deadline))
         except NatsServerError as e:
