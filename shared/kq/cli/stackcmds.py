@@ -110,7 +110,7 @@ async def cmd_status(args: argparse.Namespace, io: Streams) -> int:
     ready: dict[str, str] = {}  # what each instance's /readyz says (the kubelet's view)
     metrics: dict[str, str] = {}
     services = [p for p in state.processes if p.role == "service" and alive[p.name]]
-    if services and alive.get("nats-server"):
+    if services and any(alive[p.name] for p in state.processes if p.role == "nats"):  # any node of a cluster
         try:
             async with connected(stack_nats(state.nats_url, state.config), connect_timeout_s=2.0) as bus:
                 for p in services:
