@@ -65,7 +65,7 @@ async def test_up_refuses_a_bad_kueue_configuration_naming_the_field(tmp_path: P
 async def test_up_refuses_a_nats_cluster_without_nodes(tmp_path: Path) -> None:
     up = await kq("up", "--nats-cluster", "0", cwd=tmp_path)
     assert up.code == 1, up
-    assert "--nats-cluster: want at least 1 node, got 0" in up.err
+    assert "--nats-cluster: want 1 to 5 nodes, got 0" in up.err
     assert not (tmp_path / ".kq" / "stack" / "stack.json").exists()
 
 

@@ -52,9 +52,10 @@ def test_cluster_nodes_are_named_and_stored_apart(tmp_path: Path) -> None:
     assert len(set(ports)) == 6 and all(p > 0 for p in ports)
 
 
-def test_a_stack_needs_a_node(tmp_path: Path) -> None:
-    with pytest.raises(StackError, match="--nats-cluster: want at least 1 node, got 0"):
-        Stack(tmp_path, nats_cluster=0, services=[])
+@pytest.mark.parametrize("nodes", [0, 6])
+def test_a_stack_has_one_to_five_nats_nodes(tmp_path: Path, nodes: int) -> None:
+    with pytest.raises(StackError, match=f"--nats-cluster: want 1 to 5 nodes, got {nodes}"):
+        Stack(tmp_path, nats_cluster=nodes, services=[])
 
 
 def test_a_closed_clusters_routes_are_mutual_tls(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from kq.chaos.check import check_journal
 from kq.chaos.faults import ALL, NATS_CLUSTER, SHORT, FaultError, check_kinds
 from kq.chaos.run import ChaosConfig, run_chaos
+from kq.config import MAX_STREAM_REPLICAS
 from kq.obs import configure_logging
 
 
@@ -67,8 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     kinds = tuple(args.faults.split(",")) if args.faults else ((ALL if args.long else SHORT) + cluster)
     try:
         check_kinds(kinds)
-        if args.nats_cluster < 1:
-            raise FaultError(f"--nats-cluster: want at least 1 node, got {args.nats_cluster}")
+        if not 1 <= args.nats_cluster <= MAX_STREAM_REPLICAS:
+            raise FaultError(f"--nats-cluster: want 1 to {MAX_STREAM_REPLICAS} nodes, got {args.nats_cluster}")
         if set(kinds) & set(NATS_CLUSTER) and not cluster:
             raise FaultError(f"--faults: {', '.join(sorted(set(kinds) & set(NATS_CLUSTER)))} need --nats-cluster 3")
     except FaultError as e:

@@ -32,6 +32,7 @@ import msgspec
 import yaml
 
 from kq.config import (
+    MAX_STREAM_REPLICAS,
     AdmissionConfig,
     ClusterConfig,
     Config,
@@ -114,8 +115,8 @@ class Stack(SupervisedChildren):
         roles = {role for _, role in clusters}
         if not roles <= {"manager", "worker"}:
             raise StackError(f"cluster roles must be manager or worker, got {sorted(roles)}")
-        if nats_cluster < 1:
-            raise StackError(f"--nats-cluster: want at least 1 node, got {nats_cluster}")
+        if not 1 <= nats_cluster <= MAX_STREAM_REPLICAS:  # one stream copy per node
+            raise StackError(f"--nats-cluster: want 1 to {MAX_STREAM_REPLICAS} nodes, got {nats_cluster}")
         self.dir = Path(dir).resolve()
         self.kueue_config = _kueue(kueue_config)
         self.clusters = tuple(clusters)

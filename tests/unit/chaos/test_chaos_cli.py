@@ -46,4 +46,4 @@ def test_nats_cluster_faults_need_a_cluster(capsys: pytest.CaptureFixture[str]) 
     assert main(["--faults", "kill-nats-node"]) == 2
     assert "kill-nats-node need --nats-cluster 3" in capsys.readouterr().err
     assert main(["--faults", "nats-quorum-loss", "--nats-cluster", "0"]) == 2
-    assert "--nats-cluster: want at least 1 node, got 0" in capsys.readouterr().err
+    assert "--nats-cluster: want 1 to 5 nodes, got 0" in capsys.readouterr().err
