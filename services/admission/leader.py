@@ -87,7 +87,7 @@ class LeaderTerm:
     async def run(self) -> None:
         # Placement requests go on a connection of their own: a reply must not queue behind the
         # mirror's replay batches on the shared socket (it is on every admission's path).
-        self._solve_nc = await nats.connect(self.bus.config.url, name=f"{self.bus.name}-{self.bus.instance}-tas",
+        self._solve_nc = await nats.connect(self.bus.config.servers(), name=f"{self.bus.name}-{self.bus.instance}-tas",
                                             max_reconnect_attempts=-1, reconnect_time_wait=0.5,
                                             **connect_options(self.bus.config, self.bus.name))
         try:

@@ -72,7 +72,7 @@ class SolverTerm:
             self.log.info("state rebuilt", objects=mirror.handled, holds=holds.handled,
                           seconds=round(self.bus.clock.monotonic() - t0, 3))
             # Requests and replies on a connection of their own, not behind the mirror's batches.
-            self._nc = await nats.connect(self.bus.config.url, name=f"tas-{self.bus.instance}-solve",
+            self._nc = await nats.connect(self.bus.config.servers(), name=f"tas-{self.bus.instance}-solve",
                                           max_reconnect_attempts=-1, reconnect_time_wait=0.5,
                                           **connect_options(self.bus.config, self.bus.name))
             try:

@@ -75,9 +75,13 @@ class NatsTlsConfig(_Cfg, frozen=True, kw_only=True):
             raise ValueError("certFile: certFile and keyFile go together")
 
 
+MAX_STREAM_REPLICAS = 5
+
+
 class NatsConfig(_Cfg, frozen=True, kw_only=True):
+    # One server's URL, or a JetStream cluster's, comma-separated: a client reconnects to a survivor.
     url: str = "nats://127.0.0.1:4222"
-    stream_replicas: int = 1
+    stream_replicas: int = 1  # copies of each kq stream and KV bucket: 3 on a 3-node cluster (R3)
     duplicate_window_s: float = 120.0
     tls: NatsTlsConfig | None = None
     # Who this process is on the bus: an NKey seed file, or a JWT .creds file. "{service}" in the
@@ -91,6 +95,15 @@ class NatsConfig(_Cfg, frozen=True, kw_only=True):
     def __post_init__(self) -> None:
         if self.nkey_seed_file is not None and self.creds_file is not None:
             raise ValueError("nkeySeedFile: give nkeySeedFile or credsFile, not both")
+        if not self.servers():
+            raise ValueError("url: no server URL")
+        if not 1 <= self.stream_replicas <= MAX_STREAM_REPLICAS:
+            raise ValueError(f"streamReplicas: must be within 1..{MAX_STREAM_REPLICAS} (JetStream's limit), "
+                             f"got {self.stream_replicas}")
+
+    def servers(self) -> list[str]:
+        """The server URLs of `url` (a comma-separated list)."""
+        return [u.strip() for u in self.url.split(",") if u.strip()]
 
     def credential_path(self, service: str) -> str | None:
         path = self.nkey_seed_file or self.creds_file

@@ -94,6 +94,10 @@ class NatsServer:
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
 
+    @property
+    def popen(self) -> subprocess.Popen[bytes] | None:
+        return self._proc
+
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 

@@ -62,6 +62,13 @@ async def test_up_refuses_a_bad_kueue_configuration_naming_the_field(tmp_path: P
     assert not (tmp_path / ".kq" / "stack" / "stack.json").exists()
 
 
+async def test_up_refuses_a_nats_cluster_without_nodes(tmp_path: Path) -> None:
+    up = await kq("up", "--nats-cluster", "0", cwd=tmp_path)
+    assert up.code == 1, up
+    assert "--nats-cluster: want 1 to 5 nodes, got 0" in up.err
+    assert not (tmp_path / ".kq" / "stack" / "stack.json").exists()
+
+
 async def test_up_apply_get_down(tmp_path: Path) -> None:
     # The default state dir, .kq/stack under the current directory: no --dir anywhere.
     up = await kq("up", "--timeout", "120", "--kueue-config", str(KUEUE_CONFIG), cwd=tmp_path, timeout=150)

@@ -130,7 +130,9 @@ def test_deployments_read_config_from_the_configmap():
         volume = next(v for v in pod["volumes"] if v["name"] == mounts[mount_dir])
         cm = configmaps[volume["configMap"]["name"]]
         config = parse_config(cm["data"][key], f"{name}:{config_path}")
-        assert config.nats.url.startswith("nats://nats.")
+        # every node of the NATS StatefulSet by its stable name, streams on all three (R3)
+        assert config.nats.servers() == [f"nats://nats-{i}.nats-headless.{NAMESPACE}.svc.cluster.local:4222"
+                                         for i in range(3)]
         assert config.nats.stream_replicas == 3
         for cluster in config.clusters:  # kubeconfigs named by the config are in the same ConfigMap
             assert cluster.kubeconfig.rsplit("/", 1)[1] in cm["data"]
@@ -223,6 +225,8 @@ def test_nats_is_a_three_node_jetstream_cluster():
     conf = next(c for c in _of_kind("ConfigMap") if c["metadata"]["name"] == "nats-config")["data"]["nats.conf"]
     assert "jetstream" in conf and "store_dir: /data" in conf
     assert conf.count(f"nats-headless.{NAMESPACE}.svc") == 3
+    routes = conf[conf.index("cluster {"):]
+    assert "verify: true" in routes and "ca_file:" in routes  # routes are mutual TLS, kq's CA only
 
 
 def _policy(name: str) -> tuple[dict[str, Any], dict[str, Any]]:

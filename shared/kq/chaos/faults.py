@@ -1,7 +1,10 @@
 """The faults a chaos run injects, each with its own undo, through the stack and kubesim's control API.
 
 Process faults are SIGKILLs: the stack's supervisor starts the process again (with backoff),
-or, for `takeover-admission`, the hot standby takes the lease. API faults go through kubesim's
+or, for `takeover-admission`, the hot standby takes the lease. With a NATS cluster (the stack's
+nats_cluster >= 3), `kill-nats-node` kills one node (the others keep the streams' quorum: kq keeps
+deciding) and `nats-quorum-loss` kills a majority and keeps it down for `hold_s` (JetStream stops
+accepting writes: kq must stop safely) before starting it again. API faults go through kubesim's
 /kubesim/clusters/<c>/faults and disconnect hooks; windowed ones are undone after `hold_s`.
 """
 
@@ -18,12 +21,14 @@ import aiohttp
 from kq.kube import REMOTE_USER_AGENT
 from kq.stack import Stack
 from kq.stack.health import instance_status
+from kq.stack.natsnodes import node_name
 
 SERVICES = ("watcher", "admission", "tas", "dispatcher", "podsready", "gc")
 KILLS = tuple(f"kill-{s}" for s in SERVICES)
 API = ("watch-cut", "gone-410", "conflict-409", "throttle-429", "error-500", "unavailable-503", "latency",
        "partition-worker")
 ALL = (*KILLS, "takeover-admission", "kill-nats", *API)
+NATS_CLUSTER = ("kill-nats-node", "nats-quorum-loss")  # a stack with --nats-cluster 3 only
 # The short run of `make test`: one of each family, cheap to recover from.
 SHORT = ("kill-watcher", "takeover-admission", "watch-cut", "conflict-409", "kill-nats", "error-500",
          "kill-dispatcher", "gone-410")
@@ -48,6 +53,7 @@ class Injector:
         self.worker = worker
         self.hold_s = hold_s
         self._http: aiohttp.ClientSession | None = None
+        self._turn = 0  # which NATS node a cluster fault picks next (each in turn)
 
     async def __aenter__(self) -> Injector:
         self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
@@ -77,7 +83,9 @@ class Injector:
     async def inject(self, kind: str) -> Injected:
         start = time.time()
         detail = ""
-        if kind.startswith("kill-") and kind != "kill-nats":
+        if kind in NATS_CLUSTER:
+            detail = await self._nats_fault(kind)
+        elif kind.startswith("kill-") and kind != "kill-nats":
             service = kind.removeprefix("kill-")
             # With a standby running, the instance killed is the active one's partner: the
             # active instance itself is the takeover fault.
@@ -115,11 +123,26 @@ class Injector:
             await asyncio.sleep(self.hold_s)
             await self._control(self.worker, "reconnect", {})
         else:
-            raise FaultError(f"unknown fault {kind!r}; known: {', '.join(ALL)}")
+            raise FaultError(f"unknown fault {kind!r}; known: {', '.join(ALL + NATS_CLUSTER)}")
         return Injected(kind, start, time.time(), detail)
+
+    async def _nats_fault(self, kind: str) -> str:
+        n = self.stack.nats_cluster
+        if n < 3:
+            raise FaultError(f"{kind}: needs a NATS cluster of at least 3 nodes (this stack has {n})")
+        nodes = [node_name((self._turn + i) % n) for i in range(n)]
+        self._turn += 1
+        if kind == "kill-nats-node":
+            await self.stack.crash(nodes[0])
+            return nodes[0]
+        majority = nodes[: n // 2 + 1]
+        await self.stack.hold_nats(majority)
+        await asyncio.sleep(self.hold_s)
+        await self.stack.release_nats()
+        return ",".join(majority)
 
 
 def check_kinds(kinds: Sequence[str]) -> None:
-    unknown = sorted(set(kinds) - set(ALL))
+    unknown = sorted(set(kinds) - set(ALL) - set(NATS_CLUSTER))
     if unknown:
-        raise FaultError(f"--faults: unknown {', '.join(unknown)}; known: {', '.join(ALL)}")
+        raise FaultError(f"--faults: unknown {', '.join(unknown)}; known: {', '.join(ALL + NATS_CLUSTER)}")

@@ -54,6 +54,7 @@ class ChaosConfig:
     startup_timeout_s: float = 90.0
     log_level: str = "warning"
     shuffle: bool = True  # False: the faults in the order given
+    nats_cluster: int = 1  # nats-server nodes (3: a JetStream cluster with R3 streams, for the NATS_CLUSTER faults)
 
 
 @dataclass
@@ -205,7 +206,8 @@ async def run_chaos(cfg: ChaosConfig, say: Say | None = None) -> ChaosResult:
                   on_restart=lambda r: say(f"  t+{time.monotonic() - t0:6.1f}s restarted {r.name} after "
                                            f"{r.waited_s:.1f}s{' (failed: ' + r.error + ')' if r.error else ''}"),
                   clusters=(("manager", "manager"), (world.WORKER, "worker")), log_level=cfg.log_level,
-                  timeout_s=cfg.startup_timeout_s, kubesim_args=("--journal", str(journal), "--seed", str(cfg.seed)))
+                  timeout_s=cfg.startup_timeout_s, nats_cluster=cfg.nats_cluster,
+                  kubesim_args=("--journal", str(journal), "--seed", str(cfg.seed)))
     injected: list[Injected] = []
     live = _Live(journal)
     pending_reasons: dict[tuple[str, str], str] = {}

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="kubesim runs a container's `sleep N` for N x this many seconds (default 1)")
     p.add_argument("--secure", action="store_true",
                    help="a closed bus: TLS with a throwaway CA and one NATS user per service (least privilege)")
+    p.add_argument("--nats-cluster", type=int, default=1, metavar="N",
+                   help="N nats-server processes forming one JetStream cluster, kq's streams replicated N times "
+                        "(3: a node may die and kq keeps deciding)")
     p = cmd("down", "stop the local stack", cmd_down)
     p.add_argument("--grace", type=float, default=10.0, help="seconds between SIGTERM and SIGKILL")
     cmd("status", "show the local stack's processes and their health", cmd_status)

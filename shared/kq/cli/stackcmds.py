@@ -53,7 +53,8 @@ async def cmd_up(args: argparse.Namespace, io: Streams) -> int:
         say(f"kueue configuration: kq does not use {', '.join(unused)}")
     stack = Stack(d, kueue_config=kueue, detach=True, timeout_s=args.timeout,
                   progress=say, log_level=args.log_level, replicas=replicas,
-                  kubesim_args=("--sleep-scale", str(args.sleep_scale)), secure=args.secure)
+                  kubesim_args=("--sleep-scale", str(args.sleep_scale)), secure=args.secure,
+                  nats_cluster=args.nats_cluster)
     unknown = sorted(set(replicas) - set(stack.services))
     if unknown:
         raise StackError(f"--replicas: no service {', '.join(unknown)} (services: {', '.join(stack.services)})")
@@ -109,7 +110,7 @@ async def cmd_status(args: argparse.Namespace, io: Streams) -> int:
     ready: dict[str, str] = {}  # what each instance's /readyz says (the kubelet's view)
     metrics: dict[str, str] = {}
     services = [p for p in state.processes if p.role == "service" and alive[p.name]]
-    if services and alive.get("nats-server"):
+    if services and any(alive[p.name] for p in state.processes if p.role == "nats"):  # any node of a cluster
         try:
             async with connected(stack_nats(state.nats_url, state.config), connect_timeout_s=2.0) as bus:
                 for p in services:

@@ -46,7 +46,9 @@ SCHEDULE_TARGET = "Nats-Schedule-Target"
 _encoder = msgspec.json.Encoder()
 _RETRYABLE = (nats.errors.TimeoutError, asyncio.TimeoutError, nats.errors.ConnectionClosedError,
               nats.errors.ConnectionReconnectingError, nats.errors.StaleConnectionError,
-              nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError)
+              nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError,
+              # 503 to a publish: no stream leader answers, as while a JetStream cluster elects a new one
+              nats.js.errors.NoStreamResponseError)
 
 
 class OutMsg(NamedTuple):
@@ -143,7 +145,7 @@ class Bus:
         try:
             await asyncio.wait_for(
                 nc.connect(
-                    config.url,
+                    config.servers(),
                     **connect_options(config, name),
                     name=f"{name}-{instance}",
                     connect_timeout=2,
@@ -231,6 +233,9 @@ class Bus:
         done, not_done = await asyncio.wait(futures, timeout=self.publish_timeout_s)
         for f in not_done:
             f.cancel()
+        for f in done:  # each error is looked at (retried or raised) below; none is "never retrieved"
+            if not f.cancelled():
+                f.exception()
         acks: list[PubAck] = []
         for m, f in zip(items, futures, strict=False):
             if f in done and not f.cancelled() and f.exception() is None:

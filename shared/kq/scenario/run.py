@@ -226,7 +226,7 @@ class _BusMonitor:
 
 @contextlib.asynccontextmanager
 async def _bus_monitor(url: str) -> AsyncIterator[_BusMonitor]:
-    nc = await nats.connect(url, name="kq-scenario", allow_reconnect=False, connect_timeout=5)
+    nc = await nats.connect(url.split(","), name="kq-scenario", allow_reconnect=False, connect_timeout=5)
     try:
         yield _BusMonitor(nc)
     finally:

@@ -80,8 +80,10 @@ class LocalCA:
             except ValueError:
                 names.append(x509.DNSName(server_host))
             b = b.add_extension(x509.SubjectAlternativeName(names), critical=False)
-        usage = ExtendedKeyUsageOID.SERVER_AUTH if server_host is not None else ExtendedKeyUsageOID.CLIENT_AUTH
-        cert = b.add_extension(x509.ExtendedKeyUsage([usage]), critical=False).sign(self.key, hashes.SHA256())
+        # A server's certificate is also its client one towards its cluster peers (routes are mutual TLS).
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH] if server_host is not None \
+            else [ExtendedKeyUsageOID.CLIENT_AUTH]
+        cert = b.add_extension(x509.ExtendedKeyUsage(usages), critical=False).sign(self.key, hashes.SHA256())
         paths = (out / f"{name}.pem", out / f"{name}-key.pem")
         paths[0].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         _write_private(paths[1], _key_pem(key))
@@ -110,14 +112,18 @@ class SecureBus:
         self.users_dir = self.dir / "users"
         self.host = host
 
-    def create(self) -> SecureBus:
+    def create(self, *, cluster: bool = False) -> SecureBus:
+        """cluster: the servers form a cluster, whose routes are TLS too, each side verifying the other
+        against the CA (the route addresses and names come from the command line)."""
         self.users_dir.mkdir(parents=True, exist_ok=True)
         self.dir.chmod(0o700)
         self.ca, cert, key = make_certificates(self.dir, self.host)
         public = {u: make_user(self.users_dir, u) for u in bus_users.users()}
         tls = f'tls {{\n  cert_file: "{cert}"\n  key_file: "{key}"\n  timeout: 5\n}}\n'
         self.server_config = self.dir / "nats-server.conf"
-        self.server_config.write_text(tls + bus_users.server_authorization(public))
+        routes = (f'cluster {{\n  tls {{\n    cert_file: "{cert}"\n    key_file: "{key}"\n    ca_file: "{self.ca}"\n'
+                  f'    verify: true\n    timeout: 5\n  }}\n}}\n') if cluster else ""
+        self.server_config.write_text(tls + routes + bus_users.server_authorization(public))
         return self
 
     def server_args(self) -> tuple[str, ...]:

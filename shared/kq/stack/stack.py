@@ -32,6 +32,7 @@ import msgspec
 import yaml
 
 from kq.config import (
+    MAX_STREAM_REPLICAS,
     AdmissionConfig,
     ClusterConfig,
     Config,
@@ -41,10 +42,11 @@ from kq.config import (
     kueue_config_from,
 )
 from kq.installed import installed_services
-from kq.natsserver import NatsServer, NatsServerError
+from kq.natsserver import NatsServerError
 from kq.runtime.bus import Bus
 from kq.stack.health import HEALTHY, instance_status
-from kq.stack.process import ChildProcess, ProcessRecord, is_alive, log_tail, start_ticks, stop_pids
+from kq.stack.natsnodes import NatsNodes
+from kq.stack.process import ChildProcess, is_alive, log_tail, stop_pids
 from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs, kueue_docs_secret_name
 from kq.stack.secure import SecureBus
 from kq.stack.state import ClusterRecord, StackState, read_state, remove_state, state_path, write_state
@@ -106,12 +108,15 @@ class Stack(SupervisedChildren):
         restart_policy: RestartPolicy | None = None,
         on_restart: Callable[[Restart], None] | None = None,
         secure: bool = False,
+        nats_cluster: int = 1,
     ) -> None:
         if not clusters:
             raise StackError("a stack needs at least one cluster")
         roles = {role for _, role in clusters}
         if not roles <= {"manager", "worker"}:
             raise StackError(f"cluster roles must be manager or worker, got {sorted(roles)}")
+        if not 1 <= nats_cluster <= MAX_STREAM_REPLICAS:  # one stream copy per node
+            raise StackError(f"--nats-cluster: want 1 to {MAX_STREAM_REPLICAS} nodes, got {nats_cluster}")
         self.dir = Path(dir).resolve()
         self.kueue_config = _kueue(kueue_config)
         self.clusters = tuple(clusters)
@@ -125,7 +130,9 @@ class Stack(SupervisedChildren):
         self.secure = SecureBus(self.dir) if secure else None  # a closed bus: TLS and a NATS user per service
         self.logs_dir = self.dir / "logs"
         self.config_path = self.dir / "config.yaml"
-        self._nats: NatsServer | None = None
+        self.nats_cluster = nats_cluster  # nats-server processes forming one JetStream cluster (R<n> streams)
+        self._nats: NatsNodes | None = None
+        self._nats_held: set[str] = set()
         self._kubesim: ChildProcess | None = None
         self._services: dict[str, ChildProcess] = {}
         self._bus: Bus | None = None
@@ -170,7 +177,8 @@ class Stack(SupervisedChildren):
         return self.logs_dir / f"{process}.log"
 
     def nats_config(self) -> NatsConfig:
-        return self.secure.nats_config(self.nats_url) if self.secure else NatsConfig(url=self.nats_url)
+        cfg = self.secure.nats_config(self.nats_url) if self.secure else NatsConfig(url=self.nats_url)
+        return msgspec.structs.replace(cfg, stream_replicas=self.nats_cluster)
 
     async def __aenter__(self) -> Stack:
         await self.up()
@@ -192,7 +200,7 @@ class Stack(SupervisedChildren):
             await self._give_worker_kubeconfigs()
             self._write_config()
             self._bus = await Bus.connect(self.nats_config(), "kq-stack", connect_timeout_s=self._left(deadline))
-            await self._bus.ensure_streams(force=True)
+            await self._ensure_streams(deadline)
             await self._start_services(deadline)
             self._supervise()
         except BaseException as e:
@@ -232,15 +240,30 @@ class Stack(SupervisedChildren):
 
     async def _start_nats(self, deadline: float) -> None:
         t0 = time.monotonic()
-        self._nats = NatsServer(store_dir=self.dir / "nats", log_file=self.log_path("nats-server"),
-                                detach=self.detach, start_timeout=self._left(deadline),
-                                extra_args=self.secure.create().server_args() if self.secure else ())
+        closed = self.secure.create(cluster=self.nats_cluster > 1).server_args() if self.secure else ()
+        self._nats = NatsNodes(self.dir / "nats", self.logs_dir, self.nats_cluster, detach=self.detach,
+                               extra_args=closed)
         try:
-            await self._nats.start_async()
+            await self._nats.start(self._left(deadline))
         except NatsServerError as e:
             raise StackError(f"nats-server did not start: {e}") from None
         self._nats_url = self._nats.url
-        self._progress(_line("nats-server", "ready", f"{self._nats_url}", t0))
+        what = f"  JetStream cluster of {self.nats_cluster}, R{self.nats_cluster} streams" if self.nats_cluster > 1 \
+            else ""
+        self._progress(_line("nats-server", "ready", f"{self._nats_url}{what}", t0))
+
+    async def _ensure_streams(self, deadline: float) -> None:
+        """Create kq's streams; a new JetStream cluster first elects its meta leader and meets its
+        peers (an R3 stream needs all three), so until then a cluster's refusals are retried."""
+        assert self._bus is not None
+        while True:
+            try:
+                await self._bus.ensure_streams(force=True)
+                return
+            except Exception:
+                if self.nats_cluster == 1 or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
 
     async def _start_kubesim(self, deadline: float) -> None:
         t0 = time.monotonic()
@@ -356,14 +379,12 @@ class Stack(SupervisedChildren):
         return StackError(f"{child.name} {why}; last lines of {child.record.log}:\n{log_tail(child.record.log)}")
 
     def _snapshot(self) -> StackState:
-        assert self._nats is not None and self._nats.pid is not None and self._nats.log_file is not None
-        nats_rec = ProcessRecord(name="nats-server", role="nats", pid=self._nats.pid,
-                                 argv=with_port(self._nats.argv, "-p", self._nats.client_port),
-                                 log=str(self._nats.log_file), start_ticks=start_ticks(self._nats.pid))
-        procs = [nats_rec] + [c.record for c in self._children()]
+        assert self._nats is not None
+        nats_recs = self._nats.records()
+        procs = nats_recs + [c.record for c in self._children()]
         if self._kubesim is not None:  # restarted on the port its kubeconfigs name
             k = self._kubesim.record
-            procs[1] = msgspec.structs.replace(k, argv=with_port(k.argv, "--port", self._kubesim_port()))
+            procs[len(nats_recs)] = msgspec.structs.replace(k, argv=with_port(k.argv, "--port", self._kubesim_port()))
         return StackState(
             dir=str(self.dir), nats_url=self.nats_url, kubesim_url=self.kubesim_url, config=str(self.config_path),
             clusters=tuple(ClusterRecord(name=n, role=r, kubeconfig=self._kubeconfigs[n]) for n, r in self.clusters),
@@ -394,7 +415,7 @@ class Stack(SupervisedChildren):
             await stop_pids([k.record], grace_s=grace_s, owned={k.record.pid: k.popen})
         if self._nats is not None:
             n, self._nats = self._nats, None
-            await n.stop_async(grace_s)
+            await n.stop(grace_s)
         if self._owns_dir:
             remove_state(self.dir)
             self._owns_dir = False

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-from kq.natsserver import NatsServer
+from kq.stack.natsnodes import NatsNodes
 from kq.stack.process import ChildProcess, ProcessError
 from kq.stack.supervise import Restart, Supervisor
 
@@ -20,7 +20,8 @@ class SupervisedChildren:
 
     supervisor: Supervisor | None
     _supervising: asyncio.Task[None] | None
-    _nats: NatsServer | None
+    _nats: NatsNodes | None
+    _nats_held: set[str]  # nats nodes kept down on purpose (a fault): not restarted meanwhile
     _nats_url: str | None
     _kubesim: ChildProcess | None
     _services: dict[str, ChildProcess]
@@ -47,7 +48,9 @@ class SupervisedChildren:
         sup = self.supervisor
         if sup is None:
             return
-        sup.watch("nats-server", lambda: self._nats is not None and self._nats.running(), self._restart_nats)
+        assert self._nats is not None
+        for node in self._nats.names:
+            sup.watch(node, self._nats_alive(node), self._nats_restarter(node))
         sup.watch("kubesim", lambda: self._kubesim is not None and self._kubesim.exit_code() is None,
                   self._restart_kubesim)
         for name in self._services:
@@ -69,16 +72,32 @@ class SupervisedChildren:
 
         self.supervisor.watch(name, alive, restart)
 
-    async def _restart_nats(self) -> None:
-        if self._nats is not None:
-            self._nats.stop(timeout=0.1)  # reaps the dead process
-        # With the stack's store, log and port (its clients know no other), never the last attempt's:
-        # a failed attempt has no port (a chaos run found it restarting on a random port).
-        assert self._nats_url is not None
-        port = int(self._nats_url.rsplit(":", 1)[1])
-        self._nats = NatsServer(store_dir=self.dir / "nats", log_file=self.log_path("nats-server"), port=port,
-                                detach=self.detach, start_timeout=self.timeout_s)
-        await self._nats.start_async()
+    def _nats_alive(self, node: str) -> Callable[[], bool]:
+        return lambda: node in self._nats_held or (self._nats is not None and self._nats.running(node))
+
+    def _nats_restarter(self, node: str) -> Callable[[], Awaitable[None]]:
+        async def restart() -> None:
+            # With the node's store, log and ports (its peers and clients know no other), never the
+            # last attempt's: a failed attempt has no port (a chaos run found it restarting on a random one).
+            assert self._nats is not None
+            await self._nats.restart(node, self.timeout_s)
+
+        return restart
+
+    async def hold_nats(self, nodes: Sequence[str], *, timeout_s: float = 10.0) -> None:
+        """SIGKILL these nats nodes and keep them down (the supervisor leaves them) until release_nats."""
+        self._nats_held.update(nodes)
+        for node in nodes:
+            await self.crash(node, timeout_s=timeout_s)
+
+    async def release_nats(self) -> None:
+        """Start the held nats nodes again (their stores: they rejoin the cluster)."""
+        assert self._nats is not None
+        held = sorted(self._nats_held)
+        try:
+            await asyncio.gather(*(self._nats.restart(node, self.timeout_s) for node in held))
+        finally:
+            self._nats_held.difference_update(held)
 
     async def _restart_kubesim(self) -> None:
         old = self._kubesim
@@ -96,9 +115,9 @@ class SupervisedChildren:
     async def crash(self, process: str, *, timeout_s: float = 10.0) -> None:
         """SIGKILL one process (a service instance, "kubesim" or "nats-server") and wait until it
         is gone; a supervised stack starts it again."""
-        if process == "nats-server":
-            assert self._nats is not None and self._nats._proc is not None
-            popen = self._nats._proc
+        nats = self._nats.process(process) if self._nats is not None else None
+        if nats is not None:
+            popen = nats
         elif process == "kubesim":
             assert self._kubesim is not None
             popen = self._kubesim.popen

@@ -40,3 +40,10 @@ def test_check_only_reports_a_violation_and_exits_1(tmp_path: Path, capsys: pyte
     assert main(["--check", str(journal(tmp_path, "2")), "--json"]) == 1
     figures = json.loads(capsys.readouterr().out)
     assert (figures["workloads"], figures["violationsByKind"]) == (1, {"quota (reserved)": 1})
+
+
+def test_nats_cluster_faults_need_a_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--faults", "kill-nats-node"]) == 2
+    assert "kill-nats-node need --nats-cluster 3" in capsys.readouterr().err
+    assert main(["--faults", "nats-quorum-loss", "--nats-cluster", "0"]) == 2
+    assert "--nats-cluster: want 1 to 5 nodes, got 0" in capsys.readouterr().err
