@@ -66,7 +66,7 @@ class InvalidObjects:
                 return
         elif error is not None and self._marked.get(key) == error and kind not in STATUS_CONDITION:
             return  # said already
-        if error is not None:
+        if error is not None and self._marked.get(key) != error:
             self.log.error("cannot decode object; said so on it", kind=kind, namespace=namespace, name=name,
                            error=error)
         self._pending[key] = _Seen(uid, raw, typed, error)
@@ -81,9 +81,6 @@ class InvalidObjects:
     def gone(self, kind: str, namespace: str, name: str) -> None:
         self._pending.pop((kind, namespace, name), None)
         self._marked.pop((kind, namespace, name), None)
-
-    def marked(self) -> dict[Key, str]:
-        return dict(self._marked)
 
     async def run(self) -> None:
         delay = self.retry_base_s
