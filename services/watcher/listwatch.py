@@ -20,7 +20,9 @@ from kq.clock import SYSTEM_CLOCK, Clock
 from kq.kube import Gone, KubeClient, KubeError, NotFound, StreamBroken, retry_delay
 from kq.mirror import SyncMarker
 from kq.obs import get_logger
+from services.watcher.core.invalid import decode_or_error
 from services.watcher.core.versions import already_held
+from services.watcher.invalid import InvalidObjects
 from services.watcher.mirror import MirrorIndex, MirrorPublisher, Record, head_decoder
 from services.watcher.objects import ClusterObjects
 
@@ -43,6 +45,7 @@ class KindLoop:
         retry_base_s: float,
         retry_max_s: float,
         clock: Clock = SYSTEM_CLOCK,
+        invalid: InvalidObjects | None = None,
     ) -> None:
         self.client = client
         self.cluster = cluster
@@ -61,6 +64,9 @@ class KindLoop:
         self.unserved = False  # the kind was not served at the first list
         self.log = get_logger("kq.watcher.listwatch", cluster=cluster, kind=kind)
         self._typed = objects.caches(kind)
+        self.invalid = invalid
+        # Decoded here: the kinds the watcher acts on, and every Kueue kind (said so on when it does not fit).
+        self._checked = self._typed or (invalid is not None and invalid.checks(kind))
 
     async def run(self) -> None:
         delay = self.retry_base_s
@@ -89,7 +95,8 @@ class KindLoop:
         for raw in items:
             head = head_decoder.decode(raw).metadata
             records.append(Record(self.kind, head.namespace, head.name, head.uid, head.resource_version, False, raw))
-            if self._typed and (obj := self.objects.decode(self.kind, raw)) is not None:
+            obj = self._decode(head.namespace, head.name, head.uid, raw) if self._checked else None
+            if self._typed and obj is not None:
                 typed.append(obj)
         present = {(r.namespace, r.name) for r in records}
         for r in records:
@@ -99,6 +106,8 @@ class KindLoop:
             if (ns, name) not in present:
                 uid, old_rv = self.index.get((self.kind, ns, name)) or ("", "")
                 body = await self.publisher.last_known(self.kind, ns, name, uid, old_rv)
+                if self.invalid is not None:
+                    self.invalid.gone(self.kind, ns, name)
                 await self._enqueue(Record(self.kind, ns, name, uid, rv, True, body))
         if self._typed:
             before = {(o.metadata.namespace, o.metadata.name): o for o in self.objects.all(self.kind)}
@@ -115,6 +124,14 @@ class KindLoop:
         self.last_rv = rv
         self.lists += 1
         self.log.info("listed", count=len(records), resource_version=rv)
+
+    def _decode(self, namespace: str, name: str, uid: str, raw: bytes) -> Any | None:
+        obj, error = decode_or_error(self.kind, raw)
+        if self.invalid is not None:
+            self.invalid.seen(self.kind, namespace, name, uid, raw, obj, error)
+        elif error is not None:
+            self.log.error("cannot decode object; the integration ignores it", name=name, error=error)
+        return obj
 
     async def _unserved(self, error: str) -> None:
         """A kind the cluster does not serve (a framework whose CRD is not installed) has no objects:
@@ -172,12 +189,15 @@ class KindLoop:
             self.last_rv = head.resource_version
             return  # listed already at this state or a newer one (see core/versions.py)
         await self._enqueue(Record(self.kind, head.namespace, head.name, head.uid, head.resource_version, deleted, raw))
-        if self._typed:
-            if deleted:
-                old = self.objects.remove(self.kind, head.namespace, head.name)
-                self.on_change(self.kind, old, None)
-            elif (obj := self.objects.decode(self.kind, raw)) is not None:
+        if deleted and self.invalid is not None:
+            self.invalid.gone(self.kind, head.namespace, head.name)
+        if not deleted and self._checked:
+            obj = self._decode(head.namespace, head.name, head.uid, raw)
+            if self._typed and obj is not None:
                 old = self.objects.get(self.kind, head.namespace, head.name)
                 self.objects.put(self.kind, obj)
                 self.on_change(self.kind, old, obj)
+        elif deleted and self._typed:
+            old = self.objects.remove(self.kind, head.namespace, head.name)
+            self.on_change(self.kind, old, None)
         self.last_rv = head.resource_version

@@ -10,12 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from kq.api.constants import PREBUILT_WORKLOAD_LABEL
 from kq.api.core import Job, PriorityClass
 from kq.api.kueue import ResourceFlavor, Workload, WorkloadPriorityClass
-from kq.api.registry import decode_object
 from kq.obs import get_logger
 
 CACHED_KINDS = (
@@ -49,13 +46,6 @@ class ClusterObjects:
     @staticmethod
     def caches(kind: str) -> bool:
         return kind in CACHED_KINDS
-
-    def decode(self, kind: str, raw: bytes) -> Any | None:
-        try:
-            return decode_object(kind, raw)
-        except (msgspec.ValidationError, msgspec.DecodeError) as e:
-            self.log.error("cannot decode object; the integration ignores it", kind=kind, error=str(e))
-            return None
 
     def put(self, kind: str, obj: Any) -> None:
         key = (obj.metadata.namespace, obj.metadata.name)

@@ -22,6 +22,7 @@ from services.watcher.core.managed import JobPolicy, default_selector
 from services.watcher.frameworks import FrameworkIntegration
 from services.watcher.handlers import CommandExecutor
 from services.watcher.integration import NEEDED_KINDS, JobIntegration
+from services.watcher.invalid import InvalidObjects
 from services.watcher.listwatch import KindLoop
 from services.watcher.mirror import MirrorIndex, MirrorPublisher
 from services.watcher.objects import ClusterObjects
@@ -78,11 +79,13 @@ class ClusterWatcher:
             on_framework(kind, old, new)
             self.ungater.on_change(kind, old, new)
 
+        self.invalid = InvalidObjects(client, cluster, bus.clock, bus.instance, retry_base_s=settings.retry_base_s,
+                                      retry_max_s=settings.retry_max_s)
         self.loops = [
             KindLoop(client, cluster, kind, namespace=None,
                      index=self.index, publisher=self.publisher, objects=self.objects, on_change=on_change,
                      watch_timeout_s=settings.watch_timeout_s, retry_base_s=settings.retry_base_s,
-                     retry_max_s=settings.retry_max_s, clock=bus.clock)
+                     retry_max_s=settings.retry_max_s, clock=bus.clock, invalid=self.invalid)
             for kind in kinds
         ]
         self.log = get_logger("kq.watcher", cluster=cluster)
@@ -104,6 +107,7 @@ class ClusterWatcher:
             if self.integrate_frameworks:
                 tg.create_task(self.frameworks.run(), name=f"frameworks:{self.cluster}")
             tg.create_task(self.ungater.run(), name=f"ungater:{self.cluster}")
+            tg.create_task(self.invalid.run(), name=f"invalid:{self.cluster}")
             tg.create_task(
                 self.bus.consume_batches(
                     command_durable(self.cluster), subjects.COMMANDS_STREAM, subjects.command_filter(self.cluster),

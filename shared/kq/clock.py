@@ -52,7 +52,10 @@ class SystemClock:
         if event.is_set():
             return True
         try:
-            await asyncio.wait_for(event.wait(), timeout)
+            # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancel that lands as the
+            # event is set, and a loop around it then never ends (a task that cannot be stopped).
+            async with asyncio.timeout(timeout):
+                await event.wait()
         except TimeoutError:
             return event.is_set()
         return True

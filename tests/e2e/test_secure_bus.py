@@ -8,7 +8,8 @@ that claims to come from admission. The workload those commands aimed at stays u
 
 The stack first takes a flood of hostile objects of every kind written straight into kubesim
 (support/hostile_cluster.py): no process dies or fails a loop, what a service cannot use is
-dead-lettered naming the field, and the Job that follows still runs.
+dead-lettered naming the field, what kq cannot decode says so naming the field (a condition on
+its status or a Warning Event), and the Job that follows still runs.
 
 The same run is the RBAC check: kubesim logs who called what (kubesim/authn.py); each call must be
 granted to that service's ServiceAccount in deploy/, and whatever deploy/ grants beyond what the
@@ -26,7 +27,8 @@ import nats
 import nats.errors
 import pytest
 from support.deploy_rbac import grants, token_mounted
-from support.hostile_cluster import check_after_flood, flood
+from support.hostile import CASES
+from support.hostile_cluster import check_after_flood, flood, said_on_objects
 from support.wait import eventually
 
 from kq import subjects
@@ -185,6 +187,7 @@ async def test_the_secure_stack_runs_a_job_and_refuses_what_a_service_does_not_o
             await eventually(finished, timeout=90, interval=0.2, what="the job admitted and run on the secure bus")
             pending = await eventually(lambda: _workload_of(client, "waits"), timeout=30, interval=0.1)
             await check_after_flood(stack, SERVICES)
+            CASES["into kubesim: undecodable, said so on the object"] = await said_on_objects(client)
 
             # No user, or no TLS: not let in.
             with pytest.raises((nats.errors.Error, OSError, TimeoutError)):

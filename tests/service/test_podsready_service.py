@@ -24,9 +24,7 @@ from kq.runtime import Bus
 from services.podsready.core.model import PodsReadyConfig
 from services.podsready.handlers import Term, TermSettings
 
-# An intermittent hang (about 1 run in 10 of the parallel suite, none alone; the loop idles, so an
-# await that never completes, not yet found) is retried once and reported as a rerun.
-pytestmark = [pytest.mark.timeout(60), pytest.mark.flaky(reruns=1)]
+pytestmark = pytest.mark.timeout(60)
 C = "c1"
 CFG = PodsReadyConfig(timeout_s=2.0, recovery_timeout_s=None, backoff_base_s=30)
 

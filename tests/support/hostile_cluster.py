@@ -4,7 +4,9 @@ takes the flood before it runs its Job: so the Job also shows nobody stopped pro
 
 kubesim refuses some (metadata rules, as an API server does); the rest reach the watcher, the
 mirror and the services. Then: no process has died or failed a loop (no traceback in any log),
-and what a service could not use was dead-lettered with an error naming the field.
+what a service could not use was dead-lettered with an error naming the field, and every stored
+object kq cannot decode carries, on its status or in a Warning Event, a message naming the field
+(services/watcher/invalid.py).
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from kq.api.registry import kind_for
 from kq.kube import KubeClient, KubeError
 from kq.runtime.errors import dead_letter_decoder
 from kq.stack import Stack
+from services.watcher.core.invalid import INVALID_SPEC, STATUS_CONDITION, decode_or_error
 from support.hostile import BASES, CASES, EXAMPLES, KINDS, cohort_cycle, hostile
+from support.wait import eventually
 
 PER_KIND = max(4, EXAMPLES // 6)  # each case is an API write and a mirror record: fewer than through apply
 # A dead letter names the field: a msgspec path ($.spec.x), a field path (spec.x, metadata.x) or a quoted field.
@@ -99,3 +103,51 @@ async def check_after_flood(stack: Stack, services: tuple[str, ...]) -> None:
     for name in (*services, "kubesim"):
         text = stack.log_path(name).read_text(errors="replace")
         assert "Traceback" not in text, f"{name} failed on hostile input:\n{text[text.index('Traceback'):][:3000]}"
+
+
+def _field(error: str) -> str:
+    """The field an error from core/invalid.py names (its text before the first ": ")."""
+    field, sep, _ = error.partition(": ")
+    assert sep and field and NAMES_A_FIELD.search(error), f"an error that names no field: {error}"
+    return field
+
+
+async def _undecodable(client: KubeClient) -> list[tuple[str, str, str, dict[str, Any], str]]:
+    """(kind, namespace, name, object, the field it fails at) for every stored object kq cannot read."""
+    out = []
+    for kind in KINDS:
+        info = kind_for(BASES[kind]["apiVersion"], kind)
+        items, _ = await client.list(info.kind, None)
+        for raw in items:
+            _obj, error = decode_or_error(info.token, raw)
+            if error is not None:
+                body = msgspec.json.decode(raw)
+                out.append((info.token, body["metadata"].get("namespace", ""), body["metadata"]["name"], body,
+                            _field(error)))
+    return out
+
+
+async def said_on_objects(client: KubeClient) -> int:
+    """Each undecodable object says so, naming the field: kq's condition on its status, or a Warning
+    Event. Returns how many objects (bounded poll: the watcher writes after it meets them)."""
+
+    async def probe() -> int:
+        events, _ = await client.list("Event", None)
+        evented = {(e["involvedObject"].get("name"), e["involvedObject"].get("kind", "").lower()): e["message"]
+                   for e in map(msgspec.json.decode, events) if e.get("reason") == INVALID_SPEC}
+        bad = await _undecodable(client)
+        for kind, ns, name, body, field in bad:
+            if kind in STATUS_CONDITION:
+                type_, reason = STATUS_CONDITION[kind]
+                conditions = body.get("status", {}).get("conditions", ())
+                said = next((c.get("message", "") for c in conditions if isinstance(c, dict)
+                             and c.get("type") == type_ and c.get("reason") == reason), None)
+                if said is None and kind == "workload":  # holding quota: an Event instead
+                    said = evented.get((name, kind))
+            else:
+                said = evented.get((name, kind))
+            assert said is not None, f"nothing said on {kind} {ns}/{name} (fails at {field})"
+            assert field in said, f"{kind} {name}: {said!r} does not name {field}"
+        return len(bad)
+
+    return await eventually(probe, timeout=60, interval=0.5, what="every undecodable object said so")

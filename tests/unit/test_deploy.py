@@ -297,7 +297,7 @@ def _compose() -> dict[str, Any]:
 
 def test_compose_runs_the_same_stack():
     services = _compose()["services"]
-    assert set(services) == {"nats", "kubesim", *SERVICES}
+    assert set(services) == {"secure-init", "nats", "setup", "kubesim", *SERVICES}
     assert "-js" in services["nats"]["command"]
     sim_cmd = services["kubesim"]["command"]
     assert sim_cmd[:3] == ["python", "-m", "kubesim"]

@@ -143,8 +143,8 @@ class Bus:
 
         nc = Client()
         try:
-            await asyncio.wait_for(
-                nc.connect(
+            async with asyncio.timeout(connect_timeout_s):  # not wait_for: it may swallow a cancel (kq.clock)
+                await nc.connect(
                     config.servers(),
                     **connect_options(config, name),
                     name=f"{name}-{instance}",
@@ -155,9 +155,7 @@ class Bus:
                     error_cb=on_error,
                     disconnected_cb=on_disconnected,
                     reconnected_cb=on_reconnected,
-                ),
-                timeout=connect_timeout_s,
-            )
+                )
         except (TimeoutError, nats.errors.Error, OSError) as e:
             with contextlib.suppress(Exception):
                 await nc.close()
@@ -276,7 +274,8 @@ class Bus:
                 await self.nc.publish(m.subject, encode_payload(m.payload), reply=f"{inbox}.{i}",
                                       headers=self._headers(m.msg_id, m.headers))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(all_in), timeout_s or self.publish_timeout_s)
+                async with asyncio.timeout(timeout_s or self.publish_timeout_s):  # not wait_for: see kq.clock
+                    await asyncio.shield(all_in)
         finally:
             await sub.unsubscribe()
         for i in sorted(pending | set(failed)):  # no ack (or an error): once more, the careful way

@@ -93,8 +93,11 @@ class PullStream:
         out are released at once instead of waiting out their ack wait."""
         if self._pump_task is not None:
             self._pump_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._pump_task
+            # asyncio.wait: the pump's end is awaited without taking its CancelledError, so a cancel
+            # of stop() itself still propagates (a suppress would swallow that one too).
+            await asyncio.wait({self._pump_task})
+            if not self._pump_task.cancelled():
+                self._pump_task.exception()  # retrieved: ended on its own, nothing to report here
         if self._sub is not None:
             # Drain, not unsubscribe: messages the server already sent to our inbox are
             # received (and released below) instead of dropped to wait out their ack wait.
@@ -164,7 +167,10 @@ class PullStream:
                         pass  # disconnected between the check and the publish: try on the next round
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=min(1.0, self._heartbeat_s))
+                # Not wait_for: on 3.11 it swallows a cancel that lands as _wake is set (get() sets it
+                # after every batch), and stop() then awaited this loop forever.
+                async with asyncio.timeout(min(1.0, self._heartbeat_s)):
+                    await self._wake.wait()
             except TimeoutError:
                 if self._outstanding > 0 and time.monotonic() - self._last_activity > 2 * self._heartbeat_s:
                     self._outstanding = 0  # the server lost our requests (reconnect/restart)

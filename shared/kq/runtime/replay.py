@@ -163,8 +163,9 @@ class Replay:
     async def __aexit__(self, *exc: object) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await asyncio.wait({self._task})  # its end, not its CancelledError: ours still propagates
+            if not self._task.cancelled():
+                self._task.exception()  # retrieved: a failure was the caller's to see through run()
 
     async def wait_caught_up(self, timeout: float | None = None) -> None:
         """Wait for caught_up; raises the replay's own error if it failed first."""

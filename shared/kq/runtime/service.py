@@ -102,7 +102,8 @@ async def serve(
         await health.stop()
         await http.stop()
         try:
-            await asyncio.wait_for(bus.close(), timeout=shutdown_timeout_s)
+            async with asyncio.timeout(shutdown_timeout_s):  # not wait_for: it may swallow a cancel (kq.clock)
+                await bus.close()
         except (TimeoutError, Exception) as e:
             log.warning("drain did not finish cleanly", error=repr(e))
         for sig in installed:
