@@ -116,14 +116,23 @@ class RemoteCluster:
     async def _connected(self) -> None:
         assert self.client is not None
         rvs = {"workload": await self._relist("workload")}
-        kinds = []
-        for kind in self.job_kinds:
+
+        async def served(kind: str) -> str | None:
             try:
-                rvs[kind] = await self._relist(kind)
-                kinds.append(kind)
+                return await self._relist(kind)
             except NotFound:  # the worker has no such API (no JobSet CRD): nothing of that kind runs there
                 self.jobs[kind] = {}
-        self.kinds = tuple(kinds)
+                return None
+
+        # One list per kind, at once: with every kind MultiKueue runs, one after another made a
+        # (re)connection as slow as a dozen round trips.
+        results = await asyncio.gather(*(served(kind) for kind in self.job_kinds), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        found = [r for r in results if not isinstance(r, BaseException)]
+        rvs.update({kind: rv for kind, rv in zip(self.job_kinds, found, strict=True) if rv is not None})
+        self.kinds = tuple(kind for kind, rv in zip(self.job_kinds, found, strict=True) if rv is not None)
         self._set_state(CONNECTED, True)
         tasks = [asyncio.create_task(self._watch(kind, rv)) for kind, rv in rvs.items()]
         try:
