@@ -41,9 +41,9 @@ POD_FRAMEWORK = PodAdapter.framework
 # Kueue frameworks whose pods run through the pod integration (their webhooks label the pod template).
 POD_BASED = ("deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
 # One object, one Workload: token (the kind in lower case) -> its adapter and whether another controller
-# runs it (MultiKueue's copies).
+# runs it (then it is not queued here). An object managed by MultiKueue is queued on the manager like
+# any other, and its copy on a worker (prebuilt-workload label) adopts the Workload the dispatcher made.
 OBJECT_ADAPTERS: dict[str, tuple[Adapter[Any], Callable[[Any], bool]]] = {
-    # a manager's JobSet managed by MultiKueue is queued here too (core/frameworks/jobset.py)
     "jobset": (JobSetAdapter(), lambda _js: False),
     **{ad.token(): (ad, kubeflow.managed_elsewhere) for ad in kubeflow.KUBEFLOW_ADAPTERS},
     "rayjob": (ray.RayJobAdapter(), lambda j: ray.ray_managed_elsewhere(j.spec.managed_by)),
