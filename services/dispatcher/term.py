@@ -323,7 +323,8 @@ class Term:
             rc = self.remotes.get(c)
             if rc is None:
                 continue
-            views.append(ClusterView(name=c, available=rc.available, lost_since=rc.lost_since))
+            views.append(ClusterView(name=c, available=rc.available, lost_since=rc.lost_since,
+                                     kinds=rc.kinds if rc.available else None))
             if rc.available:
                 if (copy := rc.workloads.get(key)) is not None:
                     remotes[c] = copy

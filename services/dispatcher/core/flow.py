@@ -214,7 +214,11 @@ def _converge(inp: Inputs, s: Settings, winner: str, copies: dict[str, Workload]
 
 def _nominate(inp: Inputs, s: Settings, copies: dict[str, Workload], stale: tuple[str, ...], message: str) -> Plan:
     local = inp.local
-    available = [c.name for c in inp.clusters if c.available]
+    # A worker without the API of the job's kind (no CRD) can never run it: no copy goes there.
+    token = token_of(inp.local_job) if inp.local_job is not None else None
+    lacking = sorted(c.name for c in inp.clusters
+                     if c.available and token is not None and c.kinds is not None and token not in c.kinds)
+    available = [c.name for c in inp.clusters if c.available and c.name not in lacking]
     current = tuple(local.status.nominated_cluster_names)
     manager: list[ManagerIntent] = []
     wake = None
@@ -245,6 +249,10 @@ def _nominate(inp: Inputs, s: Settings, copies: dict[str, Workload], stale: tupl
     create = tuple(sorted(c for c in want if c not in copies))
     delete = tuple(sorted(c for c in copies if c not in nominated)) + stale
     pending = _pending_message(copies, want)
+    if lacking and token is not None:
+        kind = ADAPTERS_BY_TOKEN[token].kind
+        parts = [f"{c}: the worker does not serve {kind}" for c in lacking]
+        pending = "; ".join([*parts, pending] if pending else parts)
     if pending and pending != message:
         manager.append(SetCheck(state=k.CHECK_PENDING, message=pending))
     return Plan(delete=delete, create=create, manager=tuple(manager), wake_in=wake, round_started=round_started,

@@ -69,6 +69,7 @@ class ClusterView(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     available: bool
     lost_since: float | None = None  # when it was last seen connected (None: never connected)
+    kinds: tuple[str, ...] | None = None  # the job kinds (core/kinds.py tokens) it serves; None: not known
 
 
 class Inputs(msgspec.Struct, frozen=True, kw_only=True):

@@ -33,7 +33,7 @@ from kq.messages import SyncObjectStatus
 from services.dispatcher.core.copies import remote_copy
 from services.dispatcher.core.flow import reconcile
 from services.dispatcher.core.kinds import ADAPTERS, ADAPTERS_BY_TOKEN, JOB_TOKENS, token_of
-from services.dispatcher.core.model import SetCheck, SyncJob
+from services.dispatcher.core.model import ClusterView, Nominate, SetCheck, SyncJob
 from services.gc.core.sweep import orphans
 from services.watcher.core.mk_commands import plan_mk
 from services.watcher.core.writes import Refusal, Skip, Write
@@ -180,3 +180,12 @@ def test_gc_sweeps_orphans_of_any_kind() -> None:
                     spec=AppWrapperSpec())
     found = orphans([], {"pytorchjob": [orphan, kept], "appwrapper": [aw]}, {("ns", "here"): "uid"})
     assert found.objects == (("appwrapper", "ns", "a"), ("pytorchjob", "ns", "p"))
+
+
+def test_worker_without_the_kinds_api_gets_no_copy_and_the_manager_says_why() -> None:
+    clusters = (ClusterView(name="w1", available=True, kinds=("job", "pytorchjob")),
+                ClusterView(name="w2", available=True, kinds=("job",)))
+    plan = reconcile(with_owner(inputs(_pt_local(), clusters=clusters, local_job=_pt()), OWNER_PT), SETTINGS)
+    assert plan.create == ("w1",)
+    assert plan.manager == (Nominate(clusters=("w1",)),
+                            SetCheck(state="Pending", message="w2: the worker does not serve PyTorchJob"))
