@@ -2,7 +2,8 @@
 
 Each loads its kubeconfig (from a Secret in kq's namespace, read straight from the manager's API
 server, or from a file path), builds its own Kubernetes client and keeps the worker's copies
-(Workloads, Jobs and JobSets carrying our origin label) listed and watched. It is `available` only while
+(Workloads and the objects of every kind MultiKueue runs, core/kinds.py, carrying our origin label)
+listed and watched. It is `available` only while
 connected and fully listed: only then is what it holds the truth about that worker. Failures
 reconnect with doubling backoff. Kubeconfig content is never logged or published: errors carry
 only the reason (kq.kube and core.clusters strip it).
@@ -25,9 +26,7 @@ from kq.kubeconfigs import KubeconfigError
 from kq.obs import get_logger
 from kq.remote_clusters import KubeconfigSource
 from services.dispatcher.core.clusters import BAD_KUBECONFIG, CONNECTED, CONNECTING, CONNECTION_FAILED, ClusterState
-from services.dispatcher.core.model import RemoteJob
-
-JOB_KINDS = ("job", "jobset")  # what runs a copy: MultiKueue's adapters
+from services.dispatcher.core.kinds import JOB_TOKENS, RemoteJob
 
 NsName = tuple[str, str]
 OnChange = Callable[[str, set[NsName]], None]  # cluster, manager workload keys touched
@@ -37,7 +36,7 @@ OnState = Callable[[str], None]
 class RemoteCluster:
     def __init__(self, name: str, source: KubeConfig | None, loader: KubeconfigSource, origin: str,
                  on_change: OnChange, on_state: OnState, *, retry_base_s: float, retry_max_s: float,
-                 watch_timeout_s: float) -> None:
+                 watch_timeout_s: float, kinds: tuple[str, ...] = JOB_TOKENS) -> None:
         self.name = name
         self.source = source
         self.loader = loader
@@ -52,9 +51,10 @@ class RemoteCluster:
         self.lost_since: float | None = None  # wall time it was last known connected
         self.client: KubeClient | None = None
         self.workloads: dict[NsName, Workload] = {}
-        self.jobs: dict[str, dict[NsName, RemoteJob]] = {kind: {} for kind in JOB_KINDS}
+        self.job_kinds = kinds  # what runs a copy: MultiKueue's adapters the manager enables
+        self.jobs: dict[str, dict[NsName, RemoteJob]] = {kind: {} for kind in kinds}
         self._job_index: dict[NsName, set[tuple[str, str, str]]] = {}  # workload -> (kind, ns, name); may be stale
-        self.kinds: tuple[str, ...] = JOB_KINDS  # job kinds the worker serves (no JobSet CRD: no "jobset")
+        self.kinds: tuple[str, ...] = kinds  # job kinds the worker serves (no JobSet CRD: no "jobset")
         self.log = get_logger("kq.dispatcher.remote", cluster=name)
 
     @property
@@ -62,7 +62,7 @@ class RemoteCluster:
         return f"{MULTIKUEUE_ORIGIN_LABEL}={self.origin}"
 
     def job_for(self, namespace: str, workload: str) -> tuple[str, RemoteJob] | None:
-        """The Job or JobSet (kind, object) running this workload's copy (by its prebuilt-workload label)."""
+        """The (kind, object) running this workload's copy (by its prebuilt-workload label)."""
         for kind, ns, name in sorted(self._job_index.get((namespace, workload), ())):
             job = self.jobs[kind].get((ns, name))
             if job is not None and job.metadata.labels.get(PREBUILT_WORKLOAD_LABEL) == workload:
@@ -116,14 +116,23 @@ class RemoteCluster:
     async def _connected(self) -> None:
         assert self.client is not None
         rvs = {"workload": await self._relist("workload")}
-        kinds = []
-        for kind in JOB_KINDS:
+
+        async def served(kind: str) -> str | None:
             try:
-                rvs[kind] = await self._relist(kind)
-                kinds.append(kind)
+                return await self._relist(kind)
             except NotFound:  # the worker has no such API (no JobSet CRD): nothing of that kind runs there
                 self.jobs[kind] = {}
-        self.kinds = tuple(kinds)
+                return None
+
+        # One list per kind, at once: with every kind MultiKueue runs, one after another made a
+        # (re)connection as slow as a dozen round trips.
+        results = await asyncio.gather(*(served(kind) for kind in self.job_kinds), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        found = [r for r in results if not isinstance(r, BaseException)]
+        rvs.update({kind: rv for kind, rv in zip(self.job_kinds, found, strict=True) if rv is not None})
+        self.kinds = tuple(kind for kind, rv in zip(self.job_kinds, found, strict=True) if rv is not None)
         self._set_state(CONNECTED, True)
         tasks = [asyncio.create_task(self._watch(kind, rv)) for kind, rv in rvs.items()]
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
+from kq.api.constants import multikueue_job_kinds
 from kq.config import Config, ConfigError, duration_seconds
 from services.dispatcher.core.model import Settings, mode_for
 
@@ -25,13 +26,15 @@ class DispatcherSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 def core_settings(config: Config) -> Settings:
     mk = config.kueue.multi_kueue
+    kinds = multikueue_job_kinds(config.kueue.frameworks())
     try:
         if mk is None:
-            return Settings(origin="multikueue", worker_lost_timeout_s=900.0)
+            return Settings(origin="multikueue", worker_lost_timeout_s=900.0, kinds=kinds)
         inc = mk.incremental_dispatcher_config
         step = inc.step_size if inc is not None and inc.step_size is not None else DEFAULT_STEP_SIZE
         rnd = inc.round_timeout if inc is not None and inc.round_timeout is not None else DEFAULT_ROUND_TIMEOUT
         return Settings(origin=mk.origin, worker_lost_timeout_s=duration_seconds(mk.worker_lost_timeout),
-                        mode=mode_for(mk.dispatcher_name), round_timeout_s=duration_seconds(rnd), step_size=step)
+                        mode=mode_for(mk.dispatcher_name), round_timeout_s=duration_seconds(rnd), step_size=step,
+                        kinds=kinds)
     except ConfigError as e:
         raise ConfigError(f"kueue.multiKueue: {e}") from None

@@ -22,7 +22,7 @@ import msgspec
 
 from kq import subjects
 from kq.api import constants as k
-from kq.api.core import JobSetStatus
+from kq.api.core import JobSetStatus, JobStatus
 from kq.api.kueue import AdmissionCheck, MultiKueueCluster, MultiKueueConfig, Workload
 from kq.kube import AlreadyExists, KubeClient, KubeError, NotFound
 from kq.messages import (
@@ -34,6 +34,7 @@ from kq.messages import (
     SetNominatedClusters,
     SyncJobSetStatus,
     SyncJobStatus,
+    SyncObjectStatus,
     command_subject_of,
 )
 from kq.mirror import MirrorView, ObjectRecord
@@ -43,8 +44,8 @@ from kq.runtime import Bus, Delivery, OutMsg
 from services.dispatcher.core import clusters as cl
 from services.dispatcher.core.copies import remote_copy, remote_workload
 from services.dispatcher.core.flow import reconcile
+from services.dispatcher.core.kinds import ADAPTERS, RemoteJob
 from services.dispatcher.core.model import (
-    ADAPTERS,
     LEASE_ANNOTATION,
     ClusterView,
     Finish,
@@ -52,7 +53,6 @@ from services.dispatcher.core.model import (
     ManagerIntent,
     Nominate,
     Plan,
-    RemoteJob,
     SetCheck,
     Settings,
     SyncJob,
@@ -63,7 +63,7 @@ from services.dispatcher.remotes import RemoteCluster
 from services.dispatcher.settings import DispatcherSettings
 
 WRITER = "dispatcher"
-KINDS = ("workload", "job", "jobset", "admissioncheck", "multikueueconfig", "multikueuecluster")
+TOPOLOGY_KINDS = ("admissioncheck", "multikueueconfig", "multikueuecluster")
 NsName = tuple[str, str]
 _json = msgspec.json.Encoder(order="sorted")
 # A manager-side intent already sent is not sent again while the manager's object still looks as it
@@ -152,7 +152,7 @@ class Term:
             if what.deleted:  # its copies go at once (gc would find them later)
                 self.deleted[(what.namespace, what.name)] = what.uid
             self.mark((what.namespace, what.name))
-        elif what.kind in ("job", "jobset"):
+        elif what.kind in self.core.kinds:
             owner = self.job_owner.get((what.kind, what.namespace, what.name))
             if owner is not None:
                 self.mark(owner)
@@ -171,7 +171,8 @@ class Term:
     # --- run ---
 
     async def run(self) -> None:
-        filters = [subjects.object_filter(self.manager, kind) for kind in KINDS]
+        kinds = ("workload", *self.core.kinds, *TOPOLOGY_KINDS)
+        filters = [subjects.object_filter(self.manager, kind) for kind in kinds]
 
         async def follow(d: Delivery) -> None:
             self._on_record(self.view.apply_delivery(d))
@@ -238,7 +239,7 @@ class Term:
             await self._stop_remote(name)
             rc = RemoteCluster(name, src, self.loader, self.core.origin, self._on_remote_change, self._on_remote_state,
                                retry_base_s=self.settings.retry_base_s, retry_max_s=self.settings.retry_max_s,
-                               watch_timeout_s=self.settings.watch_timeout_s)
+                               watch_timeout_s=self.settings.watch_timeout_s, kinds=self.core.kinds)
             self.remotes[name], self._sources[name] = rc, src
             self._remote_tasks[name] = asyncio.create_task(rc.run(), name=f"remote:{name}")
         for name in [n for n in self.remotes if n not in mkcs]:
@@ -289,10 +290,10 @@ class Term:
         return None
 
     def _local_job(self, wl: Workload) -> tuple[RemoteJob | None, ObjectRecord | None]:
-        """The manager's Job or JobSet controlling the workload (a kind MultiKueue has an adapter for)."""
+        """The manager's object controlling the workload (a kind MultiKueue has an enabled adapter for)."""
         ref = wl.metadata.controller_ref()
         kind = ADAPTERS.get((ref.api_version, ref.kind)) if ref is not None else None
-        if ref is None or kind is None:
+        if ref is None or kind is None or kind not in self.core.kinds:
             return None, None
         key = subjects.ObjectKey(self.manager, kind, wl.metadata.namespace, ref.name)
         self.job_owner[(kind, wl.metadata.namespace, ref.name)] = (wl.metadata.namespace, wl.metadata.name)
@@ -322,7 +323,8 @@ class Term:
             rc = self.remotes.get(c)
             if rc is None:
                 continue
-            views.append(ClusterView(name=c, available=rc.available, lost_since=rc.lost_since))
+            views.append(ClusterView(name=c, available=rc.available, lost_since=rc.lost_since,
+                                     kinds=rc.kinds if rc.available else None))
             if rc.available:
                 if (copy := rc.workloads.get(key)) is not None:
                     remotes[c] = copy
@@ -411,7 +413,10 @@ class Term:
                 target = _TargetFields(namespace=job_rec.namespace, name=job_rec.name, uid=job_rec.uid)
                 if isinstance(intent.status, JobSetStatus):
                     return SyncJobSetStatus(id=jid, **base, **target, status=intent.status)
-                return SyncJobStatus(id=jid, **base, **target, status=intent.status)
+                if isinstance(intent.status, JobStatus):
+                    return SyncJobStatus(id=jid, **base, **target, status=intent.status)
+                return SyncObjectStatus(id=jid, **base, **target, kind=job_rec.kind,  # type: ignore[arg-type]  # a FrameworkKind: core.kinds' tokens
+                                        status=msgspec.to_builtins(intent.status))
         raise TypeError(f"unknown intent {intent!r}")
 
     async def send_nomination(self, wl: Workload, clusters: tuple[str, ...], msg_id: str) -> None:

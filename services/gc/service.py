@@ -44,11 +44,13 @@ class GcSettings(msgspec.Struct, frozen=True, kw_only=True):
 
 class Sweeper:
     def __init__(self, bus: Bus, manager: str, loader: KubeconfigSource, origin: str,
-                 after_finished_s: float | None, after_deactivated_s: float | None) -> None:
+                 after_finished_s: float | None, after_deactivated_s: float | None,
+                 kinds: tuple[str, ...] = k.MULTIKUEUE_JOB_KINDS) -> None:
         self.bus = bus
         self.manager = manager
         self.loader = loader
         self.origin = origin
+        self.kinds = kinds  # what MultiKueue copies to workers (kq.api.constants.multikueue_job_kinds)
         self.after_finished_s = after_finished_s
         self.after_deactivated_s = after_deactivated_s
         self.before: dict[str, Orphans] = {}
@@ -85,29 +87,26 @@ class Sweeper:
         try:
             client = await self._client(mkc)
             wl_raws, _ = await client.list("workload", label_selector=selector)
-            job_raws, _ = await client.list("job", label_selector=selector)
-            jobset_raws = await _list_if_served(client, "jobset", selector)
+            objects = {kind: [decode_object(kind, r) for r in await _list_if_served(client, kind, selector)]
+                       for kind in self.kinds}
         except (KubeconfigError, ValueError, KubeError) as e:
             self.before.pop(name, None)  # start counting again once it is back
             self.log.info("worker skipped this pass", worker=name, why=type(e).__name__)
             return
-        found = orphans([decode_object("workload", r) for r in wl_raws], [decode_object("job", r) for r in job_raws],
-                        manager, [decode_object("jobset", r) for r in jobset_raws])
+        found = orphans([decode_object("workload", r) for r in wl_raws], objects, manager)
         doomed = confirmed(found, self.before.get(name))
         self.before[name] = found
         try:
-            for ns, job in doomed.jobs:
-                await _delete(client, "job", ns, job)
-            for ns, js in doomed.jobsets:
-                await _delete(client, "jobset", ns, js)
+            for kind, ns, obj in doomed.objects:
+                await _delete(client, kind, ns, obj)
             for ns, wl in doomed.workloads:
                 await _delete(client, "workload", ns, wl)
         except KubeError as e:
             self.log.info("worker sweep interrupted", worker=name, why=type(e).__name__)
             return
-        if doomed.jobs or doomed.jobsets or doomed.workloads:
+        if doomed.objects or doomed.workloads:
             self.log.info("orphans removed", worker=name, workloads=[f"{a}/{b}" for a, b in doomed.workloads],
-                          jobs=[f"{a}/{b}" for a, b in doomed.jobs], jobsets=[f"{a}/{b}" for a, b in doomed.jobsets])
+                          objects=[f"{kind}/{a}/{b}" for kind, a, b in doomed.objects])
 
     async def _retention(self) -> None:
         if self.after_finished_s is None and self.after_deactivated_s is None:
@@ -124,7 +123,7 @@ class Sweeper:
 
 
 async def _list_if_served(client: KubeClient, kind: str, selector: str) -> list[bytes]:
-    """A worker without the kind's API (no JobSet CRD) has none of it."""
+    """A worker without the kind's API (no JobSet CRD, no Kubeflow) has none of it."""
     try:
         raws, _ = await client.list(kind, label_selector=selector)
     except NotFound:
@@ -166,7 +165,7 @@ async def main(bus: Bus, config: Config, settings: GcSettings | None = None) -> 
         client = await KubeClient.from_kubeconfig(manager.kubeconfig, user_agent="kq/gc")
         stack.push_async_callback(client.close)
         sweeper = Sweeper(bus, manager.name, KubeconfigSource(client, settings.kq_namespace), origin,
-                          after_finished, after_deactivated)
+                          after_finished, after_deactivated, k.multikueue_job_kinds(config.kueue.frameworks()))
         stack.push_async_callback(sweeper.close)
         filters = [subjects.object_filter(manager.name, kind) for kind in ("workload", "multikueuecluster")]
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kq.api.constants import PREBUILT_WORKLOAD_LABEL, QUEUE_NAME_LABEL
-from kq.api.core import JobSet, Pod
+from kq.api.core import Pod
 from kq.api.kueue import Workload
 from kq.api.meta import ObjectMeta
 from kq.api.training import TrainingRuntimeSpec, TrainJob
@@ -42,9 +42,9 @@ POD_FRAMEWORK = PodAdapter.framework
 # Kueue frameworks whose pods run through the pod integration (their webhooks label the pod template).
 POD_BASED = ("deployment", "statefulset", "leaderworkerset.x-k8s.io/leaderworkerset")
 # One object, one Workload: token (the kind in lower case) -> its adapter and whether another controller
-# runs it (MultiKueue's copies).
+# runs it (then it is not queued here). An object managed by MultiKueue is queued on the manager like
+# any other, and its copy on a worker (prebuilt-workload label) adopts the Workload the dispatcher made.
 OBJECT_ADAPTERS: dict[str, tuple[Adapter[Any], Callable[[Any], bool]]] = {
-    # a manager's JobSet managed by MultiKueue is queued here too (core/frameworks/jobset.py)
     "jobset": (JobSetAdapter(), lambda _js: False),
     **{ad.token(): (ad, kubeflow.managed_elsewhere) for ad in kubeflow.KUBEFLOW_ADAPTERS},
     "rayjob": (ray.RayJobAdapter(), lambda j: ray.ray_managed_elsewhere(j.spec.managed_by)),
@@ -137,9 +137,11 @@ class FrameworkIntegration:
     def _workload_key(self, wl: Workload) -> Key | None:
         ref = wl.metadata.controller_ref()
         ns = wl.metadata.namespace
-        if ref is None:  # a MultiKueue copy not adopted yet: the JobSet labelled with its name
-            js = self.objects.using_prebuilt("jobset", ns, wl.metadata.name)
-            return ("jobset", ns, js.metadata.name) if js is not None else None
+        if ref is None:  # a MultiKueue copy not adopted yet: the object labelled with its name
+            for token in OBJECT_ADAPTERS:
+                if (obj := self.objects.using_prebuilt(token, ns, wl.metadata.name)) is not None:
+                    return token, ns, obj.metadata.name
+            return None
         if ref.kind in _BY_KIND:
             return (_BY_KIND[ref.kind], ns, ref.name)
         if ref.kind == "Pod" and wl.metadata.name == PodAdapter().workload_name(
@@ -165,13 +167,15 @@ class FrameworkIntegration:
             js: Any | None = self.objects.get(token, ns, name)
             if js is None:
                 return None, self._orphan(ad.kind, ns, name)
-            if token == "jobset" and (prebuilt := js.metadata.labels.get(PREBUILT_WORKLOAD_LABEL)):
-                return js, self.objects.get("workload", ns, prebuilt)
-            if OBJECT_ADAPTERS[token][1](js):
+            # A MultiKueue copy on a worker: its Workload is the prebuilt one the dispatcher made.
+            prebuilt = js.metadata.labels.get(PREBUILT_WORKLOAD_LABEL)
+            if not prebuilt and OBJECT_ADAPTERS[token][1](js):
                 return None, None
             uid = js.metadata.uid
             if token == "trainjob":  # the adapter sees the TrainJob with its runtime
                 js = TrainJobView(job=js, runtime=self._runtime(js))
+            if prebuilt:
+                return js, self.objects.get("workload", ns, prebuilt)
             owned = [w for w in self.objects.workloads_of(uid) if ad.owns(w, js)]
             live = [w for w in owned if w.metadata.deletion_timestamp is None]
             found = live or owned
@@ -222,7 +226,8 @@ class FrameworkIntegration:
             ad = self.adapters[key[0]]
             unlabelled = all(manages_unlabelled(self.policy, p.metadata) for p in job.pods) if isinstance(
                 job, PodGroup) else manages_unlabelled(self.policy, ad.meta(job))
-            first = generic.prebuilt(ad, job, wl, now) if key[0] == "jobset" and _prebuilt_name(job) else None
+            first = generic.prebuilt(ad, job, wl, now) if key[0] in OBJECT_ADAPTERS and _prebuilt_name(
+                ad.meta(job)) else None
             step = first if first is not None else generic.reconcile(
                 ad, job, wl, self.objects.flavors(), self.objects.priority_classes(),
                 self.objects.pod_priority_classes(), now, wait_for_pods_ready=self.wait_for_pods_ready,
@@ -259,5 +264,5 @@ class FrameworkIntegration:
                 self.log.warning("cannot queue yet", key=key, reason=reason)
 
 
-def _prebuilt_name(js: JobSet) -> str:
-    return js.metadata.labels.get(PREBUILT_WORKLOAD_LABEL, "")
+def _prebuilt_name(meta: ObjectMeta) -> str:
+    return meta.labels.get(PREBUILT_WORKLOAD_LABEL, "")

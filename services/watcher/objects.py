@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kq.api.constants import PREBUILT_WORKLOAD_LABEL
+import msgspec
+
+from kq.api.constants import MULTIKUEUE_JOB_KINDS, PREBUILT_WORKLOAD_LABEL
 from kq.api.core import Job, PriorityClass
 from kq.api.kueue import ResourceFlavor, Workload, WorkloadPriorityClass
 from kq.obs import get_logger
@@ -23,7 +25,7 @@ CACHED_KINDS = (
     "trainjob", "trainingruntime", "clustertrainingruntime", "appwrapper",
 )
 NsName = tuple[str, str]
-_PREBUILT_KINDS = ("job", "jobset")
+_PREBUILT_KINDS = MULTIKUEUE_JOB_KINDS  # MultiKueue copies: every kind the dispatcher copies to a worker
 
 
 def _rv(obj: Any) -> int:
@@ -122,7 +124,7 @@ class ClusterObjects:
         return self.using_prebuilt("job", namespace, workload)
 
     def using_prebuilt(self, kind: str, namespace: str, workload: str) -> Any | None:
-        """The Job or JobSet labelled with this prebuilt Workload name, if any (the first by name)."""
+        """The object of `kind` labelled with this prebuilt Workload name, if any (the first by name)."""
         names = self._prebuilt.get((kind, namespace, workload))
         if not names:
             return None

@@ -8,7 +8,7 @@ command whose epoch is older than the newest it has seen for that writer.
 
 from __future__ import annotations
 
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import msgspec
 
@@ -166,6 +166,23 @@ class SyncJobSetStatus(_Command, frozen=True, kw_only=True, tag="SyncJobSetStatu
     status: JobSetStatus
 
 
+# The framework kinds MultiKueue runs on a worker besides Jobs and JobSets (their kind tokens).
+FrameworkKind = Literal["pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob", "rayjob", "raycluster",
+                        "trainjob", "appwrapper"]
+
+
+class SyncObjectStatus(_Command, frozen=True, kw_only=True, tag="SyncObjectStatus"):
+    """Copy a worker object's status onto the manager's object of the same kind (managed by MultiKueue).
+    `status` is the kind's status as kq.api types it (msgspec.to_builtins of it); the watcher decodes
+    it into that type, so fields kq does not model are neither sent nor overwritten."""
+
+    kind: FrameworkKind
+    namespace: str
+    name: str
+    uid: str
+    status: dict[str, Any]
+
+
 class SetActiveCondition(_Command, frozen=True, kw_only=True, tag="SetActiveCondition"):
     """The Active condition of an AdmissionCheck or MultiKueueCluster (cluster-scoped)."""
 
@@ -192,6 +209,7 @@ Command = (
     | DeleteWorkload
     | SyncJobStatus
     | SyncJobSetStatus
+    | SyncObjectStatus
     | SetActiveCondition
     | RecordEvent
     | Fence
@@ -199,7 +217,7 @@ Command = (
 
 CommandKind = Literal[
     "workload", "clusterqueue", "localqueue", "event", "fence", "job", "admissioncheck", "multikueuecluster",
-    "jobset",
+    "jobset", FrameworkKind,
 ]
 
 COMMAND_KIND: dict[type, CommandKind] = {
@@ -239,6 +257,7 @@ CommandType = Literal[
     "DeleteWorkload",
     "SyncJobStatus",
     "SyncJobSetStatus",
+    "SyncObjectStatus",
     "SetActiveCondition",
     "RecordEvent",
     "Fence",
@@ -269,6 +288,7 @@ COMMAND_TYPE: dict[type, CommandType] = {
     DeleteWorkload: "DeleteWorkload",
     SyncJobStatus: "SyncJobStatus",
     SyncJobSetStatus: "SyncJobSetStatus",
+    SyncObjectStatus: "SyncObjectStatus",
     SetActiveCondition: "SetActiveCondition",
     RecordEvent: "RecordEvent",
     Fence: "Fence",
@@ -371,7 +391,7 @@ encoder = msgspec.json.Encoder()
 
 
 def command_kind(cmd: Command) -> CommandKind:
-    if isinstance(cmd, SetActiveCondition):
+    if isinstance(cmd, (SetActiveCondition, SyncObjectStatus)):
         return cmd.kind
     return COMMAND_KIND[type(cmd)]
 

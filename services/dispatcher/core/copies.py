@@ -5,8 +5,9 @@ owner references and the job-uid label, and gains the origin label (whose manage
 gc) and the origin uid annotation (which incarnation). The Job copy is the manager's Job with
 the prebuilt-workload label (the worker's Kueue adopts the copy instead of building its own),
 the origin label, suspended, without spec.managedBy (the worker's Job controller runs it) and
-without the selector and controller labels the manager's API server generated. A JobSet copy is
-made the same way (Kueue's JobSet MultiKueue adapter): the labels, suspended, no spec.managedBy.
+without the selector and controller labels the manager's API server generated. Every other kind
+(JobSet, Kubeflow jobs, MPIJob, RayJob, RayCluster, TrainJob, AppWrapper: core/kinds.py) is copied
+the same way, with its kind's own place for managedBy and suspend.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from kq.api import constants as k
 
+from .kinds import ADAPTERS_BY_TOKEN
 from .model import LEASE_ANNOTATION
 
 _JOB_GENERATED_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid", "job-name",
@@ -62,15 +64,17 @@ def remote_job(local_job: dict[str, Any], workload_name: str, origin: str) -> di
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
-def remote_jobset(local_jobset: dict[str, Any], workload_name: str, origin: str) -> dict[str, Any]:
-    meta = _meta(local_jobset.get("metadata") or {}, origin, {k.PREBUILT_WORKLOAD_LABEL: workload_name})
-    spec = copy.deepcopy(local_jobset.get("spec") or {})
-    spec.pop("managedBy", None)
-    spec["suspend"] = True
-    return {"apiVersion": local_jobset.get("apiVersion") or "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": meta, "spec": spec}
+def remote_object(token: str, local: dict[str, Any], workload_name: str, origin: str) -> dict[str, Any]:
+    """Any other kind MultiKueue runs (core/kinds.py): the labels, and the kind's own spec edits."""
+    meta = _meta(local.get("metadata") or {}, origin, {k.PREBUILT_WORKLOAD_LABEL: workload_name})
+    adapter = ADAPTERS_BY_TOKEN[token]
+    spec = copy.deepcopy(local.get("spec") or {})
+    adapter.edit_spec(spec)
+    return {"apiVersion": local.get("apiVersion") or adapter.api_version, "kind": adapter.kind, "metadata": meta,
+            "spec": spec}
 
 
 def remote_copy(kind: str, local: dict[str, Any], workload_name: str, origin: str) -> dict[str, Any]:
-    """The worker's copy of the manager's Job ("job") or JobSet ("jobset")."""
-    return remote_jobset(local, workload_name, origin) if kind == "jobset" else remote_job(local, workload_name, origin)
+    """The worker's copy of the manager's object of kind token `kind` ("job", "jobset", "pytorchjob", ...)."""
+    return remote_job(local, workload_name, origin) if kind == "job" else remote_object(kind, local, workload_name,
+                                                                                         origin)

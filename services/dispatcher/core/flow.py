@@ -14,15 +14,14 @@ already has our Job is preferred as the winner, so a restart mid-way never start
 
 from __future__ import annotations
 
-import msgspec
+from typing import Any
 
 from kq.api import constants as k
-from kq.api.core import JobSet, JobSetStatus, JobStatus, ReplicatedJobStatus
 from kq.api.kueue import Workload
 from kq.api.meta import Condition, find_condition, parse_time
 
+from .kinds import ADAPTERS, ADAPTERS_BY_TOKEN, RemoteJob, token_of
 from .model import (
-    ADAPTERS,
     LEASE_ANNOTATION,
     ClusterView,
     Finish,
@@ -30,7 +29,6 @@ from .model import (
     ManagerIntent,
     Nominate,
     Plan,
-    RemoteJob,
     SetCheck,
     Settings,
     SyncJob,
@@ -55,46 +53,36 @@ def check_state(local: Workload, check: str) -> tuple[str, str] | None:
     return None
 
 
-def _job_stopped_status(job: RemoteJob) -> JobStatus | JobSetStatus | None:
-    """The manager Job's status with no active pods (its pods ran on a worker that no longer has
-    them), so the Job integration can finish the eviction; None when already so."""
-    if isinstance(job, JobSet):
-        rjs = job.status.replicated_jobs_status
-        if not any(r.active or r.ready for r in rjs):
-            return None
-        return msgspec.structs.replace(job.status, replicated_jobs_status=tuple(
-            ReplicatedJobStatus(name=r.name, succeeded=r.succeeded, failed=r.failed, suspended=r.suspended)
-            for r in rjs))
-    st = job.status
-    if not st.active and not st.ready and not st.terminating:
-        return None
-    return JobStatus(active=0, ready=0, succeeded=st.succeeded, failed=st.failed, terminating=0,
-                     conditions=st.conditions, start_time=st.start_time, completion_time=st.completion_time)
+def _job_stopped_status(job: RemoteJob) -> Any | None:
+    """The manager object's status with nothing running (its pods ran on a worker that no longer
+    has them), so its integration can finish the eviction; None when already so."""
+    return ADAPTERS_BY_TOKEN[token_of(job)].stopped_status(job)
 
 
-def _job_status_wanted(local_job: RemoteJob, remote_job: RemoteJob) -> JobStatus | JobSetStatus | None:
-    """The worker Job's status for the manager's Job, when the manager's is running and differs
-    (Kueue defers the copy while the manager Job is still suspended)."""
-    if local_job.spec.suspend is True:
+def _job_status_wanted(local_job: RemoteJob, remote_job: RemoteJob) -> Any | None:
+    """The worker object's status for the manager's, when it differs (Kueue's Job and JobSet
+    adapters defer the copy while the manager's object is still suspended)."""
+    adapter = ADAPTERS_BY_TOKEN[token_of(local_job)]
+    if not adapter.sync_while_suspended and adapter.suspended(local_job):
         return None
     if local_job.status == remote_job.status:
         return None
     return remote_job.status
 
 
-def _no_adapter(inp: Inputs) -> str | None:
+def _no_adapter(inp: Inputs, s: Settings) -> str | None:
     """Kueue rejects what it cannot run remotely: no owner, an owner kind without a MultiKueue
-    adapter (kq has batch/v1 Job and JobSet), or a job not managed by MultiKueue."""
+    adapter (core/kinds.py), or a job not managed by MultiKueue."""
     if inp.owner is None:
         return "No multikueue adapter found"
     api_version, kind = inp.owner
-    if (api_version, kind) not in ADAPTERS:
+    if ADAPTERS.get((api_version, kind)) not in s.kinds:
         group, _, version = api_version.rpartition("/")
         return f'No multikueue adapter found for owner kind "{group}/{version}, Kind={kind}"'
     job = inp.local_job
-    if job is not None and job.spec.managed_by != k.MULTIKUEUE_MANAGED_BY:
+    if job is not None and (managed_by := ADAPTERS_BY_TOKEN[token_of(job)].managed_by(job)) != k.MULTIKUEUE_MANAGED_BY:
         return ("The owner is not managed by Kueue: Expecting spec.managedBy to be "
-                f'"{k.MULTIKUEUE_MANAGED_BY}" not "{job.spec.managed_by or ""}"')
+                f'"{k.MULTIKUEUE_MANAGED_BY}" not "{managed_by or ""}"')
     return None
 
 
@@ -118,7 +106,7 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
         return Plan(delete=stale, why="no MultiKueue check to serve")
     state, message = cs
     winner_name = local.status.cluster_name
-    if (why := _no_adapter(inp)) is not None:
+    if (why := _no_adapter(inp, s)) is not None:
         return Plan(delete=stale, manager=(SetCheck(state=k.CHECK_REJECTED, message=why),), why="no adapter")
     if inp.local_job is None:
         return Plan(delete=stale, why="waiting for the Job in the mirror")
@@ -226,7 +214,11 @@ def _converge(inp: Inputs, s: Settings, winner: str, copies: dict[str, Workload]
 
 def _nominate(inp: Inputs, s: Settings, copies: dict[str, Workload], stale: tuple[str, ...], message: str) -> Plan:
     local = inp.local
-    available = [c.name for c in inp.clusters if c.available]
+    # A worker without the API of the job's kind (no CRD) can never run it: no copy goes there.
+    token = token_of(inp.local_job) if inp.local_job is not None else None
+    lacking = sorted(c.name for c in inp.clusters
+                     if c.available and token is not None and c.kinds is not None and token not in c.kinds)
+    available = [c.name for c in inp.clusters if c.available and c.name not in lacking]
     current = tuple(local.status.nominated_cluster_names)
     manager: list[ManagerIntent] = []
     wake = None
@@ -257,6 +249,10 @@ def _nominate(inp: Inputs, s: Settings, copies: dict[str, Workload], stale: tupl
     create = tuple(sorted(c for c in want if c not in copies))
     delete = tuple(sorted(c for c in copies if c not in nominated)) + stale
     pending = _pending_message(copies, want)
+    if lacking and token is not None:
+        kind = ADAPTERS_BY_TOKEN[token].kind
+        parts = [f"{c}: the worker does not serve {kind}" for c in lacking]
+        pending = "; ".join([*parts, pending] if pending else parts)
     if pending and pending != message:
         manager.append(SetCheck(state=k.CHECK_PENDING, message=pending))
     return Plan(delete=delete, create=create, manager=tuple(manager), wake_in=wake, round_started=round_started,

@@ -7,19 +7,17 @@ first, then creates, then the Job) and manager intents into commands for the wat
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
-from kq.api.core import Job, JobSet, JobSetStatus, JobStatus
 from kq.api.kueue import Workload
+
+from .kinds import JOB_TOKENS, RemoteJob  # what MultiKueue runs remotely
 
 ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
 Mode = Literal["AllAtOnce", "Incremental", "External"]
-# What MultiKueue runs remotely (Kueue's adapters kq has): batch/v1 Jobs and JobSets.
-RemoteJob = Job | JobSet
-ADAPTERS = {("batch/v1", "Job"): "job", ("jobset.x-k8s.io/v1alpha2", "JobSet"): "jobset"}
 
 
 def mode_for(dispatcher_name: str) -> Mode:
@@ -48,6 +46,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     mode: Mode = "AllAtOnce"
     round_timeout_s: float = 300.0
     step_size: int = 3
+    # Kind tokens (core/kinds.py) whose integration is enabled: as in Kueue, only those have an adapter.
+    kinds: tuple[str, ...] = JOB_TOKENS
 
     @property
     def lease_enabled(self) -> bool:
@@ -69,6 +69,7 @@ class ClusterView(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     available: bool
     lost_since: float | None = None  # when it was last seen connected (None: never connected)
+    kinds: tuple[str, ...] | None = None  # the job kinds (core/kinds.py tokens) it serves; None: not known
 
 
 class Inputs(msgspec.Struct, frozen=True, kw_only=True):
@@ -100,9 +101,10 @@ class Finish(msgspec.Struct, frozen=True, kw_only=True, tag=True):
 
 
 class SyncJob(msgspec.Struct, frozen=True, kw_only=True, tag=True):
-    """The manager Job's (or JobSet's: a JobSetStatus) status becomes this."""
+    """The manager object's status becomes this: its kind's status type in kq.api (a JobStatus,
+    JobSetStatus, KubeflowJobStatus, RayJobStatus, ...)."""
 
-    status: JobStatus | JobSetStatus
+    status: Any
 
 
 ManagerIntent = SetCheck | Nominate | Finish | SyncJob

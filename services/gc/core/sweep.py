@@ -2,7 +2,8 @@
 
 Orphans (Kueue's multikueue gc, multikueuecluster.go runGC): a Workload on a worker carrying our
 origin label whose manager Workload no longer exists (or is another incarnation, by the origin
-uid annotation), and a Job or JobSet there whose prebuilt Workload is such an orphan or missing. To never
+uid annotation), and an object there of a kind MultiKueue runs (a Job, JobSet, PyTorchJob, RayJob,
+TrainJob, AppWrapper, ...) whose prebuilt Workload is such an orphan or missing. To never
 race the dispatcher's creations against a mirror that lags by a moment, an object is removed only
 when two passes in a row found it orphaned.
 
@@ -12,13 +13,13 @@ after it finished; one Kueue deactivated, afterDeactivatedByKueue after its evic
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
 from kq.api import constants as k
-from kq.api.core import Job, JobSet
 from kq.api.kueue import Workload
 from kq.api.meta import find_condition, parse_time
 
@@ -33,15 +34,18 @@ def deactivated_by_kueue(reason: str) -> bool:
     return reason.startswith(DEACTIVATED_BY_KUEUE_PREFIX) or reason in KUEUE_DEACTIVATION_CAUSES
 
 
+KindNsName = tuple[str, str, str]  # (kind token, namespace, name)
+
+
 class Orphans(msgspec.Struct, frozen=True, kw_only=True):
     workloads: tuple[NsName, ...] = ()
-    jobs: tuple[NsName, ...] = ()
-    jobsets: tuple[NsName, ...] = ()
+    objects: tuple[KindNsName, ...] = ()  # Jobs, JobSets and every other kind MultiKueue runs
 
 
-def orphans(remote_workloads: list[Workload], remote_jobs: list[Job], manager: dict[NsName, str],
-            remote_jobsets: Sequence[JobSet] = ()) -> Orphans:
-    """manager: (namespace, name) -> uid of every Workload on the manager."""
+def orphans(remote_workloads: Sequence[Workload], remote_objects: Mapping[str, Sequence[Any]],
+            manager: dict[NsName, str]) -> Orphans:
+    """manager: (namespace, name) -> uid of every Workload on the manager; remote_objects: kind token
+    -> the worker's objects of that kind carrying our origin label."""
     gone: set[NsName] = set()
     for wl in remote_workloads:
         key = (wl.metadata.namespace, wl.metadata.name)
@@ -49,15 +53,14 @@ def orphans(remote_workloads: list[Workload], remote_jobs: list[Job], manager: d
         origin_uid = wl.metadata.annotations.get(k.MULTIKUEUE_ORIGIN_UID_ANNOTATION)
         if uid is None or (origin_uid is not None and origin_uid != uid):
             gone.add(key)
-    def doomed(objs: Sequence[Job | JobSet]) -> tuple[NsName, ...]:
-        out = []
-        for job in objs:
-            key = (job.metadata.namespace, job.metadata.labels.get(k.PREBUILT_WORKLOAD_LABEL, job.metadata.name))
+    doomed = []
+    for kind, objs in remote_objects.items():
+        for obj in objs:
+            md = obj.metadata
+            key = (md.namespace, md.labels.get(k.PREBUILT_WORKLOAD_LABEL, md.name))
             if key in gone or key not in manager:
-                out.append((job.metadata.namespace, job.metadata.name))
-        return tuple(sorted(out))
-
-    return Orphans(workloads=tuple(sorted(gone)), jobs=doomed(remote_jobs), jobsets=doomed(remote_jobsets))
+                doomed.append((kind, md.namespace, md.name))
+    return Orphans(workloads=tuple(sorted(gone)), objects=tuple(sorted(doomed)))
 
 
 def confirmed(now: Orphans, before: Orphans | None) -> Orphans:
@@ -65,8 +68,7 @@ def confirmed(now: Orphans, before: Orphans | None) -> Orphans:
     if before is None:
         return Orphans()
     return Orphans(workloads=tuple(w for w in now.workloads if w in before.workloads),
-                   jobs=tuple(j for j in now.jobs if j in before.jobs),
-                   jobsets=tuple(j for j in now.jobsets if j in before.jobsets))
+                   objects=tuple(o for o in now.objects if o in before.objects))
 
 
 def expired(workloads: list[Workload], after_finished_s: float | None, after_deactivated_s: float | None,

@@ -25,7 +25,9 @@ from kq.messages import (
     SetLocalQueueStatus,
     SetNominatedClusters,
     SetWorkloadPending,
+    SyncJobSetStatus,
     SyncJobStatus,
+    SyncObjectStatus,
 )
 
 WRITER_COMMANDS: dict[str, frozenset[type]] = {
@@ -33,7 +35,7 @@ WRITER_COMMANDS: dict[str, frozenset[type]] = {
                             SetClusterQueueStatus, SetLocalQueueStatus, RecordEvent, Fence}),
     "podsready": frozenset({EvictWorkload, DeactivateWorkload, FinishRequeueBackoff, Fence}),
     "dispatcher": frozenset({SetAdmissionCheckState, SetNominatedClusters, FinishWorkload, SyncJobStatus,
-                             SetActiveCondition, DeactivateWorkload, Fence}),
+                             SyncJobSetStatus, SyncObjectStatus, SetActiveCondition, DeactivateWorkload, Fence}),
     "dispatcher-guard": frozenset({DeactivateWorkload}),
     "gc": frozenset({DeleteWorkload}),
 }

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from msgspec.structs import replace
 
 from kq.api.core import Job, JobSet
 from kq.api.kueue import AdmissionCheck, AdmissionCheckState, MultiKueueCluster, Workload
+from kq.api.registry import kind_info
 from kq.messages import (
     DeleteWorkload,
     FinishWorkload,
@@ -23,15 +25,16 @@ from kq.messages import (
     SetNominatedClusters,
     SyncJobSetStatus,
     SyncJobStatus,
+    SyncObjectStatus,
 )
 from services.watcher.core import workload_status as ws
 from services.watcher.core.writes import Delete, Refusal, Skip, Write, patch_write
 
 Plan = Write | Delete | Skip | Refusal
 MkCommand = (SetAdmissionCheckState | SetNominatedClusters | FinishWorkload | DeleteWorkload | SyncJobStatus
-             | SyncJobSetStatus | SetActiveCondition)
+             | SyncJobSetStatus | SyncObjectStatus | SetActiveCondition)
 MK_COMMANDS = (SetAdmissionCheckState, SetNominatedClusters, FinishWorkload, DeleteWorkload, SyncJobStatus,
-               SyncJobSetStatus, SetActiveCondition)
+               SyncJobSetStatus, SyncObjectStatus, SetActiveCondition)
 
 NOT_FOUND = "NotFound"
 UID_MISMATCH = "UidMismatch"
@@ -40,6 +43,7 @@ FINISHED = "Finished"
 NO_SUCH_CHECK = "NoSuchAdmissionCheck"
 CLUSTER_NAME_IMMUTABLE = "ClusterNameImmutable"
 NOT_RESERVED = "NoQuotaReservation"
+BAD_STATUS = "Rejected"
 
 
 def mk_target(cmd: MkCommand) -> tuple[str, str, str]:
@@ -50,6 +54,8 @@ def mk_target(cmd: MkCommand) -> tuple[str, str, str]:
             return "job", cmd.namespace, cmd.name
         case SyncJobSetStatus():
             return "jobset", cmd.namespace, cmd.name
+        case SyncObjectStatus():
+            return cmd.kind, cmd.namespace, cmd.name
         case SetActiveCondition():
             return cmd.kind, "", cmd.name
     raise TypeError(f"not a MultiKueue command: {type(cmd).__name__}")
@@ -80,6 +86,8 @@ def plan_mk(cmd: MkCommand, current: Any, now: str) -> Plan:
             new_js = replace(current, status=cmd.status)
             return (patch_write("jobset", current, new_js, status=True, why="status from the worker")
                     or Skip(reason="Unchanged"))
+        case SyncObjectStatus():
+            return _sync_object_status(cmd, current)
         case SetActiveCondition():
             if not isinstance(current, (AdmissionCheck, MultiKueueCluster)):
                 return Refusal(reason=WRONG_KIND, message=f"got {type(current).__name__}")
@@ -152,3 +160,18 @@ def _delete(cmd: DeleteWorkload, wl: Any) -> Plan:
         return Refusal(reason="NotFinished", message="workload is neither finished nor deactivated")
     return Delete(kind="workload", namespace=wl.metadata.namespace, name=wl.metadata.name, uid=wl.metadata.uid,
                   resource_version=wl.metadata.resource_version, why=f"retention: {cmd.reason}")
+
+
+def _sync_object_status(cmd: SyncObjectStatus, current: Any) -> Plan:
+    """A framework object's status from its worker copy, decoded into the kind's own status type."""
+    want = kind_info(cmd.kind).type
+    if not isinstance(current, want):
+        return Refusal(reason=WRONG_KIND, message=f"expected a {want.__name__}, got {type(current).__name__}")
+    if current.metadata.uid != cmd.uid:
+        return Refusal(reason=UID_MISMATCH, message=f"command for uid {cmd.uid}, {cmd.kind} has {current.metadata.uid}")
+    try:
+        status = msgspec.convert(cmd.status, type(current.status))
+    except msgspec.ValidationError as e:
+        return Refusal(reason=BAD_STATUS, message=f"status: {e}")
+    return (patch_write(cmd.kind, current, replace(current, status=status), status=True, why="status from the worker")
+            or Skip(reason="Unchanged"))

@@ -37,6 +37,17 @@ MULTIKUEUE_CONTROLLER_NAME = "kueue.x-k8s.io/multikueue"
 MULTIKUEUE_MANAGED_BY = "kueue.x-k8s.io/multikueue"  # Job/JobSet spec.managedBy on the manager
 MULTIKUEUE_CONFIG_SECRET_KEY = "kubeconfig"
 MULTIKUEUE_PREEMPTION_GATE = "kueue.x-k8s.io/multikueue"
+# The kinds (lower-case tokens) MultiKueue copies to a worker, as Kueue's adapters do; Jobs and
+# JobSets always, the others while their integration is enabled (multikueue_job_kinds).
+MULTIKUEUE_JOB_KINDS = ("job", "jobset", "pytorchjob", "tfjob", "xgboostjob", "paddlejob", "jaxjob", "mpijob",
+                        "rayjob", "raycluster", "trainjob", "appwrapper")
+
+
+def multikueue_job_kinds(frameworks: frozenset[str]) -> tuple[str, ...]:
+    """MULTIKUEUE_JOB_KINDS of the enabled integrations (a framework's name ends with its kind:
+    "kubeflow.org/pytorchjob"); Jobs and JobSets always."""
+    enabled = {name.rpartition("/")[2] for name in frameworks}
+    return tuple(t for t in MULTIKUEUE_JOB_KINDS if t in ("job", "jobset") or t in enabled)
 
 # Workload condition types.
 WORKLOAD_QUOTA_RESERVED = "QuotaReserved"

@@ -10,6 +10,7 @@ from kq.api import constants as k
 from kq.api.core import Job, JobSet, JobSetSpec, JobSetStatus, JobSpec, JobStatus
 from kq.api.kueue import Admission, AdmissionCheckState, PodSetAssignment, Workload, WorkloadStatus
 from kq.api.meta import Condition, ObjectMeta, OwnerReference
+from services.dispatcher.core.kinds import RemoteJob
 from services.dispatcher.core.model import ClusterView, Inputs, Settings
 
 T0 = "2026-01-01T00:00:00Z"
@@ -66,8 +67,8 @@ def jobset(*, suspend: bool = True, status: JobSetStatus | None = None, managed:
                   status=status if status is not None else JobSetStatus())
 
 
-def inputs(wl: Workload, *, remotes: dict[str, Workload] | None = None, jobs: dict[str, Job | JobSet] | None = None,
-           clusters: tuple[ClusterView, ...] | None = None, local_job: Job | JobSet | None = None, now: float = 100.0,
+def inputs(wl: Workload, *, remotes: dict[str, Workload] | None = None, jobs: dict[str, RemoteJob] | None = None,
+           clusters: tuple[ClusterView, ...] | None = None, local_job: RemoteJob | None = None, now: float = 100.0,
            **kw: Any) -> Inputs:
     views = clusters or (ClusterView(name="w1", available=True), ClusterView(name="w2", available=True))
     return Inputs(local=wl, check="mk", clusters=views, remotes=remotes or {}, remote_jobs=jobs or {},

@@ -140,8 +140,12 @@ def test_workers_pending_reason_shows_on_the_manager() -> None:
 
 def test_no_adapter_or_unmanaged_job_is_rejected() -> None:
     assert _first_check(reconcile(with_owner(inputs(local()), None), SETTINGS)).state == "Rejected"
+    assert "Kind=Foo" in _first_check(reconcile(with_owner(inputs(local()), ("example.com/v1", "Foo")),
+                                                SETTINGS)).message
+    # A kind MultiKueue runs, but its integration is off: no adapter, as in Kueue.
+    no_pytorch = replace(SETTINGS, kinds=("job", "jobset"))
     assert "PyTorchJob" in _first_check(reconcile(with_owner(inputs(local()), ("kubeflow.org/v1", "PyTorchJob")),
-                                                  SETTINGS)).message
+                                                  no_pytorch)).message
     js_unmanaged = with_owner(inputs(local(), local_job=jobset(managed=False)), (JOBSET_API, "JobSet"))
     assert "managedBy" in _first_check(reconcile(js_unmanaged, SETTINGS)).message
     unmanaged = _first_check(reconcile(inputs(local(), local_job=job(managed=False)), SETTINGS))

@@ -100,9 +100,9 @@ def test_gc_removes_only_confirmed_orphans_of_missing_or_other_incarnations() ->
     js = replace(jobset(), metadata=replace(jobset().metadata, labels={k.PREBUILT_WORKLOAD_LABEL: "gone"}))
     js_kept = replace(jobset(), metadata=replace(jobset().metadata, name="k",
                                                  labels={k.PREBUILT_WORKLOAD_LABEL: "job-j1-abc"}))
-    found = orphans([kept, gone], [j], {("ns", "job-j1-abc"): "wl-uid"}, [js, js_kept])
-    assert found == Orphans(workloads=(("ns", "gone"),), jobs=(("ns", "j1"),), jobsets=(("ns", "j1"),))
-    assert orphans([old], [], {("ns", "job-j1-abc"): "wl-uid"}).workloads == (("ns", "job-j1-abc"),)
+    found = orphans([kept, gone], {"job": [j], "jobset": [js, js_kept]}, {("ns", "job-j1-abc"): "wl-uid"})
+    assert found == Orphans(workloads=(("ns", "gone"),), objects=(("job", "ns", "j1"), ("jobset", "ns", "j1")))
+    assert orphans([old], {}, {("ns", "job-j1-abc"): "wl-uid"}).workloads == (("ns", "job-j1-abc"),)
     assert confirmed(found, None) == Orphans()  # first sighting: wait one pass
     assert confirmed(found, found) == found
 

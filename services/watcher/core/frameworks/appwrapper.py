@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from kq.api.appwrapper import AppWrapper, AppWrapperPodSetInfo, PodSetPathError, component_pod_sets, value_at
+from kq.api.constants import MULTIKUEUE_MANAGED_BY
 from kq.api.core import PodTemplateSpec
 from kq.api.fields import normalise_quantities
 from kq.api.kueue import PodSet
@@ -107,4 +108,4 @@ class AppWrapperAdapter(Adapter[AppWrapper]):
 
 
 def managed_elsewhere(job: AppWrapper) -> bool:
-    return job.spec.managed_by not in (None, "", APPWRAPPER_CONTROLLER)
+    return job.spec.managed_by not in (None, "", APPWRAPPER_CONTROLLER, MULTIKUEUE_MANAGED_BY)

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from msgspec.structs import replace
 
+from kq.api.constants import MULTIKUEUE_MANAGED_BY
 from kq.api.kueue import PodSet
 from kq.api.meta import ObjectMeta
 from kq.api.training import KUBEFLOW_REPLICA_FIELDS, KubeflowJob, ReplicaSpec, RunPolicy
@@ -129,9 +130,10 @@ class KubeflowAdapter(Adapter[KubeflowJob]):
 
 
 def managed_elsewhere(job: KubeflowJob) -> bool:
-    """A job another controller runs (MultiKueue's remote copy) is not reconciled here."""
+    """A job another controller runs is not reconciled here; one MultiKueue manages is queued on
+    the manager (the dispatcher runs its copy on a worker)."""
     rp = job.spec.run_policy or RunPolicy()
-    return rp.managed_by not in (None, "", KUBEFLOW_CONTROLLER, MPI_CONTROLLER)
+    return rp.managed_by not in (None, "", KUBEFLOW_CONTROLLER, MPI_CONTROLLER, MULTIKUEUE_MANAGED_BY)
 
 
 class PyTorchJobAdapter(KubeflowAdapter):

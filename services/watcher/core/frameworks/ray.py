@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import msgspec
 from msgspec.structs import replace
 
+from kq.api.constants import MULTIKUEUE_MANAGED_BY
 from kq.api.core import Container, PodSpec, PodTemplateSpec, ResourceRequirements
 from kq.api.kueue import PodSet
 from kq.api.meta import ObjectMeta
@@ -227,4 +228,4 @@ class RayClusterAdapter(Adapter[RayCluster]):
 
 
 def ray_managed_elsewhere(managed_by: str | None) -> bool:
-    return managed_by not in (None, "", KUBERAY_CONTROLLER)
+    return managed_by not in (None, "", KUBERAY_CONTROLLER, MULTIKUEUE_MANAGED_BY)

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import msgspec
 from msgspec.structs import replace
 
+from kq.api.constants import MULTIKUEUE_MANAGED_BY
 from kq.api.core import JobSet, JobSetSpec, PodTemplateSpec, ReplicatedJob
 from kq.api.kueue import PodSet
 from kq.api.meta import ObjectMeta
@@ -202,4 +203,4 @@ class TrainJobAdapter(Adapter[TrainJobView]):
 
 
 def managed_elsewhere(job: TrainJob) -> bool:
-    return job.spec.managed_by not in (None, "", TRAINER_CONTROLLER)
+    return job.spec.managed_by not in (None, "", TRAINER_CONTROLLER, MULTIKUEUE_MANAGED_BY)
