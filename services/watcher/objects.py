@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from kq.api.constants import MULTIKUEUE_JOB_KINDS, PREBUILT_WORKLOAD_LABEL
 from kq.api.core import Job, PriorityClass
 from kq.api.kueue import ResourceFlavor, Workload, WorkloadPriorityClass
