@@ -250,7 +250,8 @@ async def run_chaos(cfg: ChaosConfig, say: Say | None = None) -> ChaosResult:
                         kind = kinds[i % len(kinds)]
                         f = await inj.inject(kind)
                         injected.append(f)
-                        say(f"  t+{time.monotonic() - t0:6.1f}s fault {kind} {f.detail}".rstrip())
+                        say(f"  t+{time.monotonic() - t0:6.1f}s fault {kind} {f.detail}".rstrip()
+                            + f"  [{created}/{cfg.workloads} created, {live.finished} finished]")
                         i += 1
                         await asyncio.sleep(rng.uniform(*cfg.gap_s))
 
@@ -258,8 +259,12 @@ async def run_chaos(cfg: ChaosConfig, say: Say | None = None) -> ChaosResult:
             try:
                 await asyncio.gather(create_jobs(), inject())
                 deadline = time.monotonic() + cfg.drain_timeout_s
+                said = time.monotonic()
                 while live.finished < cfg.workloads and time.monotonic() < deadline:
                     await asyncio.sleep(0.5)
+                    if time.monotonic() - said >= 10:
+                        said = time.monotonic()
+                        say(f"  t+{said - t0:6.1f}s draining: {live.finished}/{cfg.workloads} finished")
             finally:
                 follower.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
