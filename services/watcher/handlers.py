@@ -31,6 +31,8 @@ from kq.messages import (
     EventNote,
     Fence,
     RecordEvent,
+    SetClusterQueueStatus,
+    SetLocalQueueStatus,
     command_decoder,
     event_notes,
     outcome_of,
@@ -45,6 +47,10 @@ from services.watcher.events import EventWriter
 from services.watcher.objects import ClusterObjects
 
 _KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+SUPERSEDED = "Superseded"
+# Commands that carry a queue's whole status: of several waiting for the same queue, only the newest
+# needs writing (as Kueue's queue controllers coalesce reconciles of one key in their work queue).
+_STATUS_COMMANDS = (SetClusterQueueStatus, SetLocalQueueStatus)
 
 
 class _Blocked(TemporaryError):
@@ -60,6 +66,9 @@ class CommandExecutor:
         self.objects = objects
         self.max_replans = max_replans
         self.epochs: dict[str, int] = {}  # writer -> newest epoch seen
+        # queue -> (stream sequence, writer, epoch) of the newest status command that arrived for it;
+        # one entry per queue, so bounded by the queues that exist.
+        self._newest_status: dict[tuple[str, str, str], tuple[int, str, int]] = {}
         # API writes at most `concurrency` at a time; per target object, one group after another,
         # each handing the next what blocked it (None: nothing).
         self._writes: KeyedExecutor[BaseException] = KeyedExecutor(concurrency)
@@ -112,12 +121,16 @@ class CommandExecutor:
             seen = running.get(cmd.writer, 0)
             running[cmd.writer] = max(seen, cmd.epoch)
             ref = target_ref(cmd) or ("fence", cmd.writer, "")
+            if isinstance(cmd, _STATUS_COMMANDS):
+                newest = self._newest_status.get(ref)
+                if newest is None or newest[0] < d.stream_seq:  # a redelivered older one stays older
+                    self._newest_status[ref] = (d.stream_seq, cmd.writer, cmd.epoch)
             groups.setdefault(ref, []).append((i, cmd, seen))
         # Per object, a group waits for the same object's group of an earlier batch; if that one
         # left a command to retry, this one's commands are retried too, so none overtakes it.
-        lined_up = [(items, self._writes.line_up(ref)) for ref, items in groups.items()]
+        lined_up = [(ref, items, self._writes.line_up(ref)) for ref, items in groups.items()]
 
-        async def run_group(items: list[tuple[int, Command, int]], place: Place[BaseException]) -> None:
+        async def run_group(ref: Any, items: list[tuple[int, Command, int]], place: Place[BaseException]) -> None:
             blocked: BaseException | None = None
             decided: list[tuple[int, Command, CommandOutcome]] = []
             try:
@@ -126,6 +139,9 @@ class CommandExecutor:
                     for i, cmd, max_epoch in items:
                         if blocked is not None:
                             results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
+                            continue
+                        if cmd.epoch >= max_epoch and self._superseded(ref, cmd, deliveries[i].stream_seq):
+                            decided.append((i, cmd, self._outcome(cmd, True, SUPERSEDED, "")))
                             continue
                         try:
                             # The command's span continues the decider's (one trace per workload, kq.obs).
@@ -150,9 +166,17 @@ class CommandExecutor:
                 place.leave(blocked)
 
         async with asyncio.TaskGroup() as tg:
-            for items, place in lined_up:
-                tg.create_task(run_group(items, place))
+            for ref, items, place in lined_up:
+                tg.create_task(run_group(ref, items, place))
         return results
+
+    def _superseded(self, ref: Any, cmd: Command, seq: int) -> bool:
+        """A queue's status command that a newer one of the same writer (same or newer epoch) replaces
+        whole: writing it would cost a PATCH, a watch event and a mirror record for nothing."""
+        if not isinstance(cmd, _STATUS_COMMANDS):
+            return False
+        newest = self._newest_status.get(ref)
+        return newest is not None and newest[0] > seq and newest[1] == cmd.writer and newest[2] >= cmd.epoch
 
     # --- one command ---
 
@@ -182,7 +206,8 @@ class CommandExecutor:
             return
         _kind, ns, name = ref
         involved = ObjectReference(api_version=_KUEUE_API, kind="Workload", namespace=ns, name=name, uid=uid)
-        for note in notes:
+
+        async def record(note: EventNote) -> None:
             ev = RecordEvent(id=f"{cmd.id}|{note.reason}", cluster=cmd.cluster, writer=cmd.writer, epoch=cmd.epoch,
                              involved=involved, event_type=note.event_type, reason=note.reason, action=note.reason,
                              message=note.message, at=note.at)
@@ -190,6 +215,13 @@ class CommandExecutor:
                 await self.events.record(ev)
             except KubeError as e:
                 self.log.warning("event not recorded", command=cmd.id, reason=note.reason, error=str(e))
+
+        # Each note is its own Event (the name hashes the reason): written side by side, not one
+        # round trip after the other (QuotaReserved and Admitted come together).
+        if len(notes) == 1:
+            await record(notes[0])
+        else:
+            await asyncio.gather(*(record(note) for note in notes))
 
     async def _report(self, done: list[tuple[Command, CommandOutcome]]) -> None:
         """Publish outcomes, in order, awaiting the stream's acks (deduplicated by command id)."""
