@@ -33,6 +33,7 @@ from kq.messages import (
     RecordEvent,
     SetClusterQueueStatus,
     SetLocalQueueStatus,
+    SetWorkloadPending,
     command_decoder,
     event_notes,
     outcome_of,
@@ -48,9 +49,11 @@ from services.watcher.objects import ClusterObjects
 
 _KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 SUPERSEDED = "Superseded"
-# Commands that carry a queue's whole status: of several waiting for the same queue, only the newest
-# needs writing (as Kueue's queue controllers coalesce reconciles of one key in their work queue).
-_STATUS_COMMANDS = (SetClusterQueueStatus, SetLocalQueueStatus)
+# Commands that say all there is to say about their part of an object: a queue's whole status, a
+# pending workload's QuotaReserved=False with why. Of several waiting for one object, only the newest
+# needs writing: Kueue's queue controllers coalesce reconciles of one key in their work queue, and
+# a scheduler that tried a workload less often would not have written the older reasons either.
+_COALESCED = (SetClusterQueueStatus, SetLocalQueueStatus, SetWorkloadPending)
 
 
 class _Blocked(TemporaryError):
@@ -66,9 +69,9 @@ class CommandExecutor:
         self.objects = objects
         self.max_replans = max_replans
         self.epochs: dict[str, int] = {}  # writer -> newest epoch seen
-        # queue -> (stream sequence, writer, epoch) of the newest status command that arrived for it;
-        # one entry per queue, so bounded by the queues that exist.
-        self._newest_status: dict[tuple[str, str, str], tuple[int, str, int]] = {}
+        # object -> (stream sequence, writer, epoch, uid) of the newest coalesced command that arrived
+        # for it and has not run yet (an entry leaves when that command runs: bounded by what is in flight).
+        self._newest: dict[tuple[str, str, str], tuple[int, str, int, str]] = {}
         # API writes at most `concurrency` at a time; per target object, one group after another,
         # each handing the next what blocked it (None: nothing).
         self._writes: KeyedExecutor[BaseException] = KeyedExecutor(concurrency)
@@ -121,10 +124,10 @@ class CommandExecutor:
             seen = running.get(cmd.writer, 0)
             running[cmd.writer] = max(seen, cmd.epoch)
             ref = target_ref(cmd) or ("fence", cmd.writer, "")
-            if isinstance(cmd, _STATUS_COMMANDS):
-                newest = self._newest_status.get(ref)
+            if isinstance(cmd, _COALESCED):
+                newest = self._newest.get(ref)
                 if newest is None or newest[0] < d.stream_seq:  # a redelivered older one stays older
-                    self._newest_status[ref] = (d.stream_seq, cmd.writer, cmd.epoch)
+                    self._newest[ref] = (d.stream_seq, cmd.writer, cmd.epoch, getattr(cmd, "uid", ""))
             groups.setdefault(ref, []).append((i, cmd, seen))
         # Per object, a group waits for the same object's group of an earlier batch; if that one
         # left a command to retry, this one's commands are retried too, so none overtakes it.
@@ -140,7 +143,8 @@ class CommandExecutor:
                         if blocked is not None:
                             results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
                             continue
-                        if cmd.epoch >= max_epoch and self._superseded(ref, cmd, deliveries[i].stream_seq):
+                        # (asked even of a stale command: the newest one's entry goes when it runs)
+                        if self._superseded(ref, cmd, deliveries[i].stream_seq) and cmd.epoch >= max_epoch:
                             decided.append((i, cmd, self._outcome(cmd, True, SUPERSEDED, "")))
                             continue
                         try:
@@ -171,12 +175,18 @@ class CommandExecutor:
         return results
 
     def _superseded(self, ref: Any, cmd: Command, seq: int) -> bool:
-        """A queue's status command that a newer one of the same writer (same or newer epoch) replaces
-        whole: writing it would cost a PATCH, a watch event and a mirror record for nothing."""
-        if not isinstance(cmd, _STATUS_COMMANDS):
+        """A coalesced command that a newer one of the same writer (same or newer epoch, same object
+        incarnation) replaces whole: writing it would cost a PATCH (and for a workload an Event), a
+        watch event and a mirror record for nothing."""
+        if not isinstance(cmd, _COALESCED):
             return False
-        newest = self._newest_status.get(ref)
-        return newest is not None and newest[0] > seq and newest[1] == cmd.writer and newest[2] >= cmd.epoch
+        newest = self._newest.get(ref)
+        if newest is None:
+            return False
+        if newest[0] <= seq:  # this one is the newest: it runs, and the entry goes
+            del self._newest[ref]
+            return False
+        return newest[1] == cmd.writer and newest[2] >= cmd.epoch and newest[3] == getattr(cmd, "uid", "")
 
     # --- one command ---
 

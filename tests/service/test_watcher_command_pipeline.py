@@ -13,8 +13,17 @@ from support.watcher_harness import create, read_typed
 
 from kq import subjects
 from kq.api.kueue import Admission, ClusterQueueStatus, PodSetAssignment, Workload
+from kq.api.meta import find_condition
 from kq.kube import KubeClient
-from kq.messages import AdmitWorkload, Command, CommandOutcome, EvictWorkload, SetClusterQueueStatus, command_kind
+from kq.messages import (
+    AdmitWorkload,
+    Command,
+    CommandOutcome,
+    EvictWorkload,
+    SetClusterQueueStatus,
+    SetWorkloadPending,
+    command_kind,
+)
 from kq.runtime import Bus, Delivery, TemporaryError, encode_payload
 from kubesim.server import KubeSim
 from services.watcher.core import workload_status as ws
@@ -161,3 +170,26 @@ async def test_a_status_is_not_superseded_by_another_writer_nor_when_its_epoch_i
     ]) == [None, None]
     assert {i: (o.applied, o.reason) for i, o in reported.items()} == {
         "a1": (True, ""), "b1": (True, ""), "a0": (False, "StaleEpoch"), "a2": (True, "")}
+
+
+async def test_a_pending_reason_superseded_by_a_newer_one_is_not_written(bus: Bus, kube: KubeClient,
+                                                                         world: Workload) -> None:
+    ex, reported = await executor_reporting(bus, kube)
+    common: dict[str, Any] = {"cluster": C, "writer": "admission", "epoch": 0, "namespace": "demo", "name": "w1",
+                              "uid": world.metadata.uid, "reason": "Pending"}
+    older = SetWorkloadPending(id="p1", message="5 more needed", **common)
+    newer = SetWorkloadPending(id="p2", message="2 more needed", **common)
+    patches: list[str] = []
+    real_patch = kube.patch
+
+    async def patch(kind: str, *args: Any, **kw: Any) -> bytes:
+        patches.append(kind)
+        return await real_patch(kind, *args, **kw)
+
+    kube.patch = patch  # type: ignore[method-assign]  # the API writes, counted
+    assert await ex.handle_batch([delivery(older, 1), delivery(newer, 2)]) == [None, None]
+    assert patches == ["workload"]
+    assert {i: (o.applied, o.reason) for i, o in reported.items()} == {"p1": (True, "Superseded"), "p2": (True, "")}
+    wl = await read_typed(kube, "workload", "demo", "w1")
+    cond = find_condition(wl.status.conditions, "QuotaReserved")
+    assert cond is not None and (cond.status, cond.message) == ("False", "2 more needed")
