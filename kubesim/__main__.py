@@ -13,6 +13,7 @@ import logging
 import signal
 import sys
 
+from kq.gc_tuning import tune_gc_for_caches
 from kubesim.durations import parse_duration
 from kubesim.journal import Journal
 from kubesim.kueue_webhooks import KueueOptions
@@ -82,6 +83,7 @@ async def _serve(ns: argparse.Namespace) -> int:
         return 2
     url = await sim.start()
     sim.write_kubeconfigs(ns.kubeconfig_dir)
+    tune_gc_for_caches()  # the store holds every object decoded: collections walked it every few requests
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

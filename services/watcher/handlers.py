@@ -31,6 +31,9 @@ from kq.messages import (
     EventNote,
     Fence,
     RecordEvent,
+    SetClusterQueueStatus,
+    SetLocalQueueStatus,
+    SetWorkloadPending,
     command_decoder,
     event_notes,
     outcome_of,
@@ -45,6 +48,12 @@ from services.watcher.events import EventWriter
 from services.watcher.objects import ClusterObjects
 
 _KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+SUPERSEDED = "Superseded"
+# Commands that say all there is to say about their part of an object: a queue's whole status, a
+# pending workload's QuotaReserved=False with why. Of several waiting for one object, only the newest
+# needs writing: Kueue's queue controllers coalesce reconciles of one key in their work queue, and
+# a scheduler that tried a workload less often would not have written the older reasons either.
+_COALESCED = (SetClusterQueueStatus, SetLocalQueueStatus, SetWorkloadPending)
 
 
 class _Blocked(TemporaryError):
@@ -60,6 +69,9 @@ class CommandExecutor:
         self.objects = objects
         self.max_replans = max_replans
         self.epochs: dict[str, int] = {}  # writer -> newest epoch seen
+        # object -> (stream sequence, writer, epoch, uid) of the newest coalesced command that arrived
+        # for it and has not run yet (an entry leaves when that command runs: bounded by what is in flight).
+        self._newest: dict[tuple[str, str, str], tuple[int, str, int, str]] = {}
         # API writes at most `concurrency` at a time; per target object, one group after another,
         # each handing the next what blocked it (None: nothing).
         self._writes: KeyedExecutor[BaseException] = KeyedExecutor(concurrency)
@@ -112,12 +124,16 @@ class CommandExecutor:
             seen = running.get(cmd.writer, 0)
             running[cmd.writer] = max(seen, cmd.epoch)
             ref = target_ref(cmd) or ("fence", cmd.writer, "")
+            if isinstance(cmd, _COALESCED):
+                newest = self._newest.get(ref)
+                if newest is None or newest[0] < d.stream_seq:  # a redelivered older one stays older
+                    self._newest[ref] = (d.stream_seq, cmd.writer, cmd.epoch, getattr(cmd, "uid", ""))
             groups.setdefault(ref, []).append((i, cmd, seen))
         # Per object, a group waits for the same object's group of an earlier batch; if that one
         # left a command to retry, this one's commands are retried too, so none overtakes it.
-        lined_up = [(items, self._writes.line_up(ref)) for ref, items in groups.items()]
+        lined_up = [(ref, items, self._writes.line_up(ref)) for ref, items in groups.items()]
 
-        async def run_group(items: list[tuple[int, Command, int]], place: Place[BaseException]) -> None:
+        async def run_group(ref: Any, items: list[tuple[int, Command, int]], place: Place[BaseException]) -> None:
             blocked: BaseException | None = None
             decided: list[tuple[int, Command, CommandOutcome]] = []
             try:
@@ -126,6 +142,10 @@ class CommandExecutor:
                     for i, cmd, max_epoch in items:
                         if blocked is not None:
                             results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
+                            continue
+                        # (asked even of a stale command: the newest one's entry goes when it runs)
+                        if self._superseded(ref, cmd, deliveries[i].stream_seq) and cmd.epoch >= max_epoch:
+                            decided.append((i, cmd, self._outcome(cmd, True, SUPERSEDED, "")))
                             continue
                         try:
                             # The command's span continues the decider's (one trace per workload, kq.obs).
@@ -150,9 +170,23 @@ class CommandExecutor:
                 place.leave(blocked)
 
         async with asyncio.TaskGroup() as tg:
-            for items, place in lined_up:
-                tg.create_task(run_group(items, place))
+            for ref, items, place in lined_up:
+                tg.create_task(run_group(ref, items, place))
         return results
+
+    def _superseded(self, ref: Any, cmd: Command, seq: int) -> bool:
+        """A coalesced command that a newer one of the same writer (same or newer epoch, same object
+        incarnation) replaces whole: writing it would cost a PATCH (and for a workload an Event), a
+        watch event and a mirror record for nothing."""
+        if not isinstance(cmd, _COALESCED):
+            return False
+        newest = self._newest.get(ref)
+        if newest is None:
+            return False
+        if newest[0] <= seq:  # this one is the newest: it runs, and the entry goes
+            del self._newest[ref]
+            return False
+        return newest[1] == cmd.writer and newest[2] >= cmd.epoch and newest[3] == getattr(cmd, "uid", "")
 
     # --- one command ---
 
@@ -182,7 +216,8 @@ class CommandExecutor:
             return
         _kind, ns, name = ref
         involved = ObjectReference(api_version=_KUEUE_API, kind="Workload", namespace=ns, name=name, uid=uid)
-        for note in notes:
+
+        async def record(note: EventNote) -> None:
             ev = RecordEvent(id=f"{cmd.id}|{note.reason}", cluster=cmd.cluster, writer=cmd.writer, epoch=cmd.epoch,
                              involved=involved, event_type=note.event_type, reason=note.reason, action=note.reason,
                              message=note.message, at=note.at)
@@ -190,6 +225,13 @@ class CommandExecutor:
                 await self.events.record(ev)
             except KubeError as e:
                 self.log.warning("event not recorded", command=cmd.id, reason=note.reason, error=str(e))
+
+        # Each note is its own Event (the name hashes the reason): written side by side, not one
+        # round trip after the other (QuotaReserved and Admitted come together).
+        if len(notes) == 1:
+            await record(notes[0])
+        else:
+            await asyncio.gather(*(record(note) for note in notes))
 
     async def _report(self, done: list[tuple[Command, CommandOutcome]]) -> None:
         """Publish outcomes, in order, awaiting the stream's acks (deduplicated by command id)."""

@@ -296,7 +296,8 @@ COMMAND_TYPE: dict[type, CommandType] = {
 
 # Applied (nothing else to write, the object already says it), then refused.
 AppliedReason = Literal[
-    "", "AlreadyApplied", "AlreadyEvicted", "Unchanged", "Fenced", "NotWaiting", "Deleted", "AlreadyFinished"
+    "", "AlreadyApplied", "AlreadyEvicted", "Unchanged", "Fenced", "NotWaiting", "Deleted", "AlreadyFinished",
+    "Superseded",  # a queue's status command not written: a newer one of its writer replaces the whole status
 ]
 RefusalReason = Literal[
     "StaleEpoch",  # an older epoch of the writer: a newer leader has written

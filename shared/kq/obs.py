@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import structlog
 from opentelemetry import trace
-from opentelemetry.context import Context
+from opentelemetry.context import Context, attach, detach
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
@@ -257,6 +257,16 @@ def consumer_span(
     tracer: Tracer, name: str, headers: Mapping[str, str] | None, attributes: Mapping[str, Any] | None = None
 ) -> Iterator[Span]:
     """A span for handling one message, continuing the publisher's trace."""
+    if isinstance(tracer, UnrecordedTracer):
+        # Nothing recorded: make the span current directly, without the API's two nested context
+        # managers (per command they were ~3 % of the watcher's CPU).
+        span = tracer.start_span(name, context=extract_context(headers))
+        token = attach(trace.set_span_in_context(span))
+        try:
+            yield span
+        finally:
+            detach(token)
+        return
     with tracer.start_as_current_span(
         name, context=extract_context(headers), kind=SpanKind.CONSUMER, attributes=attributes
     ) as span:

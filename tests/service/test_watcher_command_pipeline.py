@@ -12,9 +12,18 @@ from support.kubesim_fixtures import SimControl, SimSpec
 from support.watcher_harness import create, read_typed
 
 from kq import subjects
-from kq.api.kueue import Admission, PodSetAssignment, Workload
+from kq.api.kueue import Admission, ClusterQueueStatus, PodSetAssignment, Workload
+from kq.api.meta import find_condition
 from kq.kube import KubeClient
-from kq.messages import AdmitWorkload, Command, EvictWorkload, command_kind
+from kq.messages import (
+    AdmitWorkload,
+    Command,
+    CommandOutcome,
+    EvictWorkload,
+    SetClusterQueueStatus,
+    SetWorkloadPending,
+    command_kind,
+)
 from kq.runtime import Bus, Delivery, TemporaryError, encode_payload
 from kubesim.server import KubeSim
 from services.watcher.core import workload_status as ws
@@ -94,3 +103,93 @@ async def test_a_later_batch_is_retried_behind_a_retrying_command(bus: Bus, kube
     assert isinstance(r1, TemporaryError) and isinstance(r2, TemporaryError)
     wl = await read_typed(kube, "workload", "demo", "w1")
     assert not ws.is_evicted(wl) and wl.metadata.resource_version == world.metadata.resource_version
+
+
+# --- a queue's status: only the newest waiting command is written ---
+
+
+def status_command(id: str, pending: int, epoch: int = 0, writer: str = "admission") -> SetClusterQueueStatus:
+    return SetClusterQueueStatus(id=id, cluster=C, writer=writer, epoch=epoch, name="cq",
+                                 status=ClusterQueueStatus(pending_workloads=pending))
+
+
+async def executor_reporting(bus: Bus, kube: KubeClient) -> tuple[CommandExecutor, dict[str, CommandOutcome]]:
+    await create(kube, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+                        "spec": {"namespaceSelector": {}}})
+    ex = CommandExecutor(bus, C, kube, ClusterObjects(C), concurrency=8, max_replans=10)
+    reported: dict[str, CommandOutcome] = {}
+    real_report = ex._report
+
+    async def report(done: list[tuple[Command, CommandOutcome]]) -> None:
+        await real_report(done)
+        reported.update((cmd.id, out) for cmd, out in done)
+
+    ex._report = report  # type: ignore[method-assign]  # the outcomes, as published
+    return ex, reported
+
+
+async def test_a_queue_status_superseded_by_a_newer_one_is_not_written(bus: Bus, kube: KubeClient) -> None:
+    ex, reported = await executor_reporting(bus, kube)
+    before = await read_typed(kube, "clusterqueue", None, "cq")
+    # s1 and s2 in one batch; s3 arrives while they wait behind a slow first write.
+    started, held = asyncio.Event(), asyncio.Event()
+    real_decide = ex._decide
+
+    async def slow(cmd: Command, max_epoch: int) -> CommandOutcome:
+        if cmd.id == "s0":
+            started.set()
+            await held.wait()
+        return await real_decide(cmd, max_epoch)
+
+    ex._decide = slow  # type: ignore[method-assign]  # the first write held until the others arrived
+    first = asyncio.create_task(ex.handle_batch([delivery(status_command("s0", 1), 1)]))
+    await asyncio.wait_for(started.wait(), 5)
+    second = asyncio.create_task(ex.handle_batch([delivery(status_command("s1", 2), 2),
+                                                  delivery(status_command("s2", 3), 3)]))
+    third = asyncio.create_task(ex.handle_batch([delivery(status_command("s3", 4), 4)]))
+    await asyncio.sleep(0)
+    held.set()
+    assert await first == [None] and await second == [None, None] and await third == [None]
+    assert {i: (o.applied, o.reason) for i, o in reported.items()} == {
+        "s0": (True, ""), "s1": (True, "Superseded"), "s2": (True, "Superseded"), "s3": (True, "")}
+    cq = await read_typed(kube, "clusterqueue", None, "cq")
+    assert cq.status.pending_workloads == 4
+    assert int(cq.metadata.resource_version) == int(before.metadata.resource_version) + 2  # s0 and s3 only
+
+
+async def test_a_status_is_not_superseded_by_another_writer_nor_when_its_epoch_is_stale(
+        bus: Bus, kube: KubeClient) -> None:
+    ex, reported = await executor_reporting(bus, kube)
+    assert await ex.handle_batch([
+        delivery(status_command("a1", 1, epoch=1), 1),
+        delivery(status_command("b1", 2, writer="other"), 2),  # another writer's newer one: a1 still written
+    ]) == [None, None]
+    assert await ex.handle_batch([
+        delivery(status_command("a0", 3, epoch=0), 3),  # stale: refused, though a newer one follows
+        delivery(status_command("a2", 4, epoch=1), 4),
+    ]) == [None, None]
+    assert {i: (o.applied, o.reason) for i, o in reported.items()} == {
+        "a1": (True, ""), "b1": (True, ""), "a0": (False, "StaleEpoch"), "a2": (True, "")}
+
+
+async def test_a_pending_reason_superseded_by_a_newer_one_is_not_written(bus: Bus, kube: KubeClient,
+                                                                         world: Workload) -> None:
+    ex, reported = await executor_reporting(bus, kube)
+    common: dict[str, Any] = {"cluster": C, "writer": "admission", "epoch": 0, "namespace": "demo", "name": "w1",
+                              "uid": world.metadata.uid, "reason": "Pending"}
+    older = SetWorkloadPending(id="p1", message="5 more needed", **common)
+    newer = SetWorkloadPending(id="p2", message="2 more needed", **common)
+    patches: list[str] = []
+    real_patch = kube.patch
+
+    async def patch(kind: str, *args: Any, **kw: Any) -> bytes:
+        patches.append(kind)
+        return await real_patch(kind, *args, **kw)
+
+    kube.patch = patch  # type: ignore[method-assign]  # the API writes, counted
+    assert await ex.handle_batch([delivery(older, 1), delivery(newer, 2)]) == [None, None]
+    assert patches == ["workload"]
+    assert {i: (o.applied, o.reason) for i, o in reported.items()} == {"p1": (True, "Superseded"), "p2": (True, "")}
+    wl = await read_typed(kube, "workload", "demo", "w1")
+    cond = find_condition(wl.status.conditions, "QuotaReserved")
+    assert cond is not None and (cond.status, cond.message) == ("False", "2 more needed")
