@@ -1,8 +1,10 @@
 """python -m services.admission: the Kueue scheduler (one active instance per lease, the rest standby)."""
 
+from kq.gc_tuning import tune_gc_for_caches
 from kq.runtime import run_service
 from services.admission.service import SERVICE, main
 
 if __name__ == "__main__":
+    tune_gc_for_caches()  # its mirror of decoded objects would keep the collector walking them
     # Health says "standby" / "starting" / "ready" itself (ready once fenced and deciding).
     raise SystemExit(run_service(SERVICE, main, ready_when_started=False))

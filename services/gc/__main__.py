@@ -1,7 +1,9 @@
 """python -m services.gc: MultiKueue orphans on the workers, Workload retention on the manager."""
 
+from kq.gc_tuning import tune_gc_for_caches
 from kq.runtime import run_service
 from services.gc.service import SERVICE, main
 
 if __name__ == "__main__":
+    tune_gc_for_caches()  # its mirror of decoded objects would keep the collector walking them
     raise SystemExit(run_service(SERVICE, main, ready_when_started=False))
