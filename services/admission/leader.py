@@ -72,9 +72,9 @@ class LeaderTerm:
         self.settings = settings
         self.clock = bus.clock  # the one clock (kq.clock): tests drive the term on fake time
         # `workers`: MultiKueue worker clusters among `clusters` (their queue statuses are paced slower)
-        self.partitions = {c: Partition(c, epoch, config,
-                                        settings.worker_status_interval_s if c in workers else settings.status_interval_s,
-                                        settings.pending_interval_s,
+        status_every = {c: settings.worker_status_interval_s if c in workers else settings.status_interval_s
+                        for c in clusters}
+        self.partitions = {c: Partition(c, epoch, config, status_every[c], settings.pending_interval_s,
                                         settings.pending_in_flight or None, writer=writer,
                                         owns=owns[c] if owns else None) for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
