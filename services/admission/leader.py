@@ -62,7 +62,7 @@ def mirror_filters(clusters: tuple[str, ...]) -> list[str]:
 class LeaderTerm:
     def __init__(self, bus: Bus, clusters: tuple[str, ...], config: SchedulerConfig, epoch: int,
                  settings: TermSettings, *, writer: str = WRITER,
-                 owns: Mapping[str, OwnsTree] | None = None) -> None:
+                 owns: Mapping[str, OwnsTree] | None = None, workers: frozenset[str] = frozenset()) -> None:
         if not clusters:
             raise ValueError("admission: no clusters configured (config `clusters`)")
         self.bus = bus
@@ -71,7 +71,10 @@ class LeaderTerm:
         self.writer = writer  # sharded admission: one writer per slot, fenced per writer by the watcher
         self.settings = settings
         self.clock = bus.clock  # the one clock (kq.clock): tests drive the term on fake time
-        self.partitions = {c: Partition(c, epoch, config, settings.status_interval_s, settings.pending_interval_s,
+        # `workers`: MultiKueue worker clusters among `clusters` (their queue statuses are paced slower)
+        status_every = {c: settings.worker_status_interval_s if c in workers else settings.status_interval_s
+                        for c in clusters}
+        self.partitions = {c: Partition(c, epoch, config, status_every[c], settings.pending_interval_s,
                                         settings.pending_in_flight or None, writer=writer,
                                         owns=owns[c] if owns else None) for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)

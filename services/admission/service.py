@@ -43,6 +43,7 @@ def scheduler_config(config: Config) -> SchedulerConfig:
 async def main(bus: Bus, config: Config, settings: AdmissionSettings | None = None) -> None:
     settings = settings or config.admission
     clusters = tuple(c.name for c in config.clusters)
+    workers = frozenset(c.name for c in config.clusters if c.role == "worker")
     if not clusters:
         raise ConfigError("admission: no clusters configured (config `clusters`)")
     sched = scheduler_config(config)
@@ -56,7 +57,7 @@ async def main(bus: Bus, config: Config, settings: AdmissionSettings | None = No
     async def term(epoch: int) -> None:
         bus.metrics.role = "leader"
         try:
-            await LeaderTerm(bus, clusters, sched, epoch, settings.term).run()
+            await LeaderTerm(bus, clusters, sched, epoch, settings.term, workers=workers).run()
         finally:
             bus.metrics.role = "follower"
             bus.metrics.clear_kueue_gauges()  # the queues are the next leader's to report

@@ -258,7 +258,7 @@ class CommandExecutor:
         kind, ns, name = ref
         current: Any = self.objects.get(kind, ns, name) if self.objects.caches(kind) else None
         fresh = current is None
-        if fresh:
+        if fresh and not self.objects.gone(getattr(cmd, "uid", "")):  # seen deleted: the server's word too
             current = await self._read(kind, ns, name)
         wrote = False
         for _ in range(self.max_replans):

@@ -23,6 +23,10 @@ CACHED_KINDS = (
     "trainjob", "trainingruntime", "clustertrainingruntime", "appwrapper",
 )
 NsName = tuple[str, str]
+# uids of deleted objects remembered: a command about one is refused without asking the server
+# (a deletion is final, a uid never returns). MultiKueue's losing copies are deleted while their
+# workers' admission is still deciding about them: each such decision cost a GET.
+GONE_MEMORY = 20_000
 _PREBUILT_KINDS = MULTIKUEUE_JOB_KINDS  # MultiKueue copies: every kind the dispatcher copies to a worker
 
 
@@ -41,6 +45,7 @@ class ClusterObjects:
         # (kind, namespace, prebuilt workload) -> names of the Jobs/JobSets labelled with it (MultiKueue copies)
         self._prebuilt: dict[tuple[str, str, str], set[str]] = {}
         self.synced: set[str] = set()
+        self._gone: dict[str, None] = {}  # uids of deleted objects, oldest first (GONE_MEMORY)
         self.log = get_logger("kq.watcher.objects", cluster=cluster)
 
     @staticmethod
@@ -53,6 +58,8 @@ class ClusterObjects:
         old = table.get(key)
         if old is not None and old.metadata.uid == obj.metadata.uid and _rv(old) > _rv(obj):
             return  # an older copy of what we hold (our own write's answer got here first)
+        if old is not None and old.metadata.uid != obj.metadata.uid:
+            self._bury(old)  # deleted and created again under the same name
         if kind == "workload":
             self._unindex(table.get(key), key)
             ref = obj.metadata.controller_ref()
@@ -67,11 +74,23 @@ class ClusterObjects:
     def remove(self, kind: str, namespace: str, name: str) -> Any | None:
         key = (namespace, name)
         old = self._objs[kind].pop(key, None)
+        if old is not None:
+            self._bury(old)
         if kind == "workload":
             self._unindex(old, key)
         elif kind in _PREBUILT_KINDS:
             self._unindex_prebuilt(kind, old)
         return old
+
+    def _bury(self, old: Any) -> None:
+        if uid := old.metadata.uid:
+            self._gone[uid] = None
+            if len(self._gone) > GONE_MEMORY:
+                del self._gone[next(iter(self._gone))]
+
+    def gone(self, uid: str) -> bool:
+        """The object of this uid was seen deleted (for good: uids are never reused)."""
+        return bool(uid) and uid in self._gone
 
     def _unindex_prebuilt(self, kind: str, old: Any | None) -> None:
         if old is None or not (wl := old.metadata.labels.get(PREBUILT_WORKLOAD_LABEL)):

@@ -187,6 +187,10 @@ class AdmissionTermConfig(_Cfg, frozen=True, kw_only=True):
     replay_batch: int = 1000
     progress_log_s: float = 10.0  # while waiting to start deciding, say what for this often
     status_interval_s: float = 0.5  # queue statuses at most this often while busy (see Partition)
+    # ... and on MultiKueue worker clusters (role: worker). Only people read a worker's queue
+    # statuses (the dispatcher reads copies); a kq serving 20 workers wrote 20 clusters' worth of them
+    # every status_interval_s, more writes than the jobs themselves needed.
+    worker_status_interval_s: float = 5.0
     pending_interval_s: float = 0.25  # a workload's pending condition at most this often (see PendingPacer)
     pending_in_flight: int = 128  # pending conditions awaiting their outcome at once (backpressure); 0: no bound
     solve_timeout_s: float = 5.0  # one kq.v1.tas.solve request (topology-aware placement)
@@ -195,8 +199,8 @@ class AdmissionTermConfig(_Cfg, frozen=True, kw_only=True):
     record_events: bool = True  # Kubernetes Events for decisions, as Kueue records them (off: a write less each)
 
     def __post_init__(self) -> None:
-        _not_negative(self, "max_round_s", "spin_guard_s", "status_interval_s", "pending_interval_s",
-                      "pending_in_flight")
+        _not_negative(self, "max_round_s", "spin_guard_s", "status_interval_s", "worker_status_interval_s",
+                      "pending_interval_s", "pending_in_flight")
         _positive(self, "solve_timeout_s", "solve_retry_s", "slow_solve_s")
         _positive(self, "fence_poll_s", "replay_batch", "progress_log_s")
 

@@ -30,6 +30,9 @@ VIRTUAL_BENCH = "services.admission.bench_virtual"
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_INVALID = 2
+DEFAULT_TIMEOUT_S = 600.0  # as Kueue's runner
+# --workers: each pass; the MultiKueue pass of the 15,000-job baseline takes minutes on 2 cores
+MULTIKUEUE_TIMEOUT_S = 1800.0
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -72,8 +75,9 @@ def _fill(p: argparse.ArgumentParser) -> None:
                    help="the admission core alone on a virtual clock (no bus, no API, no processes)")
     p.add_argument("--cycle-latency-ms", type=float, default=0.0, metavar="MS",
                    help="virtual time: how long each admission cycle takes to take effect (default 0)")
-    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
-                   help="live: longest recording time after start-up (default 600, as Kueue's runner)")
+    p.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="live: longest recording time after start-up (default 600, as Kueue's runner; "
+                        f"with --workers {MULTIKUEUE_TIMEOUT_S:.0f} per pass)")
     p.add_argument("--workdir", type=Path, metavar="DIR",
                    help="live: keep the stack's files (logs, bus store) in DIR instead of a temporary directory")
     p.add_argument("--concurrency", type=int, default=64, metavar="N",
@@ -85,12 +89,15 @@ def _fill(p: argparse.ArgumentParser) -> None:
                    help="live: run N instances of a service (admission=N: sharded admission, N slots)")
     p.add_argument("--workers", type=int, default=0, metavar="N",
                    help="MultiKueue: run the mix as Jobs through one cluster, then through a manager and N workers")
-    p.add_argument("--dispatcher", choices=("all-at-once", "incremental"), default="all-at-once",
-                   help="MultiKueue (--workers): Kueue's built-in dispatcher to use (default all-at-once)")
+    p.add_argument("--dispatcher", choices=("all-at-once", "incremental"), default="incremental",
+                   help="MultiKueue (--workers): Kueue's built-in dispatcher to use (default incremental: "
+                        "all-at-once puts a copy of every job on every worker, 20 copies a job at 20 workers)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.timeout is None:
+        args.timeout = MULTIKUEUE_TIMEOUT_S if args.workers else DEFAULT_TIMEOUT_S
     if args.solver:
         if args.config is not None:
             print("error: --solver takes no config", file=sys.stderr)

@@ -71,3 +71,26 @@ def test_virtual_time_without_the_admission_simulator_exits_2_saying_what_is_mis
     assert main(["bench", str(REPO / "bench" / "small.yaml"), "--virtual-time", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "--virtual-time needs the admission service's simulator (services.admission.no_such_bench)" in err
+
+
+@pytest.mark.parametrize(("flags", "dispatcher", "timeout"), [
+    ([], "kueue.x-k8s.io/multikueue-dispatcher-incremental", 1800.0),
+    (["--dispatcher", "all-at-once", "--timeout", "90"], "kueue.x-k8s.io/multikueue-dispatcher-all-at-once", 90.0),
+], ids=["defaults", "given"])
+def test_multikueue_run_defaults_to_incremental_with_a_long_timeout(
+        flags: list[str], dispatcher: str, timeout: float, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """All-at-once puts a copy of every job on each of the 20 workers (4 % of single-cluster
+    throughput measured); the 15,000-job baseline's MultiKueue pass needs more than 600 s."""
+    import kq.bench.multikueue as mk
+
+    seen: dict[str, object] = {}
+
+    async def fake(plan: object, workers: int, **kw: object) -> tuple[str, bool]:
+        seen.update(kw, workers=workers)
+        return "figures", True
+
+    monkeypatch.setattr(mk, "run_multikueue_bench", fake)
+    assert main(["bench", str(REPO / "bench" / "small.yaml"), "--workers", "20", "--quiet", *flags]) == 0
+    assert (seen["workers"], seen["dispatcher"], seen["timeout_s"]) == (20, dispatcher, timeout)
+    assert "figures" in capsys.readouterr().out
