@@ -32,6 +32,7 @@ class QueueTree:
         self._epochs: dict[str, int] = {}
         self._global_epoch = 0
         self._requeue_roots: dict[int, QuotaNode] = {}
+        self._requeue_everything = False  # requeue_all() since the last take: resolved once, when taken
 
     # --- epochs and requeues -------------------------------------------------------------------
 
@@ -60,13 +61,19 @@ class QueueTree:
         self._requeue_roots[id(root)] = root
 
     def requeue_all(self) -> None:
-        for cq in self.cqs.values():
-            self.request_requeue(cq.node)
+        # Lazy: a burst of namespaces (one per queue at start-up) must not cost a pass over every
+        # ClusterQueue each; the trees are resolved once, at the next take.
+        self._requeue_everything = True
 
     def has_requeues(self) -> bool:
-        return bool(self._requeue_roots)
+        return self._requeue_everything or bool(self._requeue_roots)
 
     def take_requeue_roots(self) -> list[QuotaNode]:
+        if self._requeue_everything:
+            self._requeue_everything = False
+            for cq in self.cqs.values():
+                if cq.queue.parked_count():  # only parked workloads come back
+                    self.request_requeue(cq.node)
         roots = list(self._requeue_roots.values())
         self._requeue_roots.clear()
         return roots
