@@ -25,7 +25,8 @@ def apply_cluster_queue(p: Parts, spec: ClusterQueue) -> None:
     created = cq is None
     old_drain = "None"
     if cq is None:
-        cq = tree.cqs[spec.name] = ClusterQueueRuntime(spec)
+        cq = ClusterQueueRuntime(spec)
+        tree.add_cq(cq)
     else:
         old_drain = cq.spec.stop_policy
         cq.configure(spec)

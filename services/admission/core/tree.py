@@ -22,6 +22,7 @@ class QueueTree:
         self.owns: Callable[[str], bool] | None = None  # sharded admission: trees decided here (ownership.py)
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cqs: dict[str, ClusterQueueRuntime] = {}
+        self._with_active: dict[str, None] = {}  # ClusterQueues with active workloads (see add_cq)
         self.cohorts: dict[str, CohortRuntime] = {}
         self.lqs: dict[str, LocalQueueRuntime] = {}
         self.lqs_by_cq: dict[str, dict[str, None]] = {}  # LocalQueues naming a ClusterQueue, known or not
@@ -102,14 +103,29 @@ class QueueTree:
                 and not self.in_cycle(cq) and not self.stalled(cq))
 
     def schedulable(self) -> Iterator[ClusterQueueRuntime]:
-        """ClusterQueues whose head is worth trying, by name."""
-        for name in sorted(self.cqs):
+        """ClusterQueues whose head is worth trying, by name (only those with active workloads are
+        looked at: a cycle's cost must not grow with the idle queues)."""
+        for name in sorted(self._with_active):
             cq = self.cqs[name]
             if self._worth_trying(cq):
                 yield cq
 
     def any_schedulable(self) -> bool:
-        return any(self._worth_trying(cq) for cq in self.cqs.values())
+        return any(self._worth_trying(self.cqs[name]) for name in self._with_active)
+
+    def add_cq(self, cq: ClusterQueueRuntime) -> None:
+        """A new ClusterQueue; the tree follows whether its queue has active workloads."""
+        self.cqs[cq.name] = cq
+
+        def on_active(active: bool, name: str = cq.name) -> None:
+            if active:
+                self._with_active[name] = None
+            else:
+                self._with_active.pop(name, None)
+
+        cq.queue.on_active = on_active
+        if cq.queue.has_active():
+            self._with_active[cq.name] = None
 
     def mark_lq(self, lq_key: str) -> None:
         if lq_key in self.lqs:
@@ -213,6 +229,8 @@ class QueueTree:
         self.bump_node(cq.node)
         link(cq.node, None)
         del self.cqs[cq.name]
+        cq.queue.on_active = None
+        self._with_active.pop(cq.name, None)
         self.reporter.forget_cq(cq.name)
         for lq_key in cq.lqs:
             self.mark_lq(lq_key)
