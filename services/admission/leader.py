@@ -73,7 +73,8 @@ class LeaderTerm:
         self.clock = bus.clock  # the one clock (kq.clock): tests drive the term on fake time
         self.partitions = {c: Partition(c, epoch, config, settings.status_interval_s, settings.pending_interval_s,
                                         settings.pending_in_flight or None, writer=writer,
-                                        owns=owns[c] if owns else None) for c in clusters}
+                                        owns=owns[c] if owns else None,
+                                        status_in_flight=settings.status_in_flight or None) for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
         self.lost: LostLeadership | None = None
         self._asking: set[asyncio.Task[None]] = set()  # requests to the topology solver in flight

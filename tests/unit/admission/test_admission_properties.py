@@ -125,7 +125,7 @@ def check_invariants(w: World) -> None:
         for fr, v in cq_rt.node.usage.items():
             assert v <= potential_available(cq_rt.node, fr)
     # the tree follows exactly the queues with active workloads (a cycle looks at no other)
-    following = set(state._p.tree._with_active)  # noqa: SLF001 - the index the cycle relies on
+    following = set(state._p.tree._with_active)
     assert following == {n for n, c in state.cqs.items() if c.queue.has_active()}
     # every workload the mirror knows is in exactly one place in the core
     for key, rec in w.records.items():
