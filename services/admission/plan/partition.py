@@ -234,10 +234,11 @@ class Partition:
     def plan(self, results: list[CycleResult], now: float) -> tuple[Outputs, list[str]]:
         """What to publish for consecutive cycles' results; the commands are registered as in flight."""
         self.rounds += 1
+        results = self.status_pacer.pace(results, now)
         outputs, errors = plan_outputs(results, cluster=self.cluster, epoch=self.epoch, now=now, round_no=self.rounds,
                                        admission_of=self._admission_of, queue_facts=self.queue_facts,
                                        writer=self.writer)
-        outputs = self.status_pacer.pace(self.pacer.pace(outputs, now), now)
+        outputs = self.pacer.pace(outputs, now)
         self.inflight.update(outputs.sent)
         return outputs, errors
 

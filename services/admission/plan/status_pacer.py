@@ -10,24 +10,30 @@ oldest first, as outcomes come back. The cost of statuses then follows what the 
 not the number of queues times the rounds. Workload commands never wait for statuses. A write whose
 outcome never comes (dead-lettered) stops holding its queue after LOST_AFTER_S.
 
+The core's statuses are held, not commands: one superseded while held is never converted.
 Synchronous and clock-free, like the partition that owns it.
 """
 
 from __future__ import annotations
 
-from services.admission.plan.outputs import Outgoing, Outputs, Sent
+from collections.abc import Sequence
+
+import msgspec
+
+from services.admission.core.decisions import ClusterQueueStatus, CycleResult, LocalQueueStatus
+from services.admission.plan.outputs import Sent
 
 STATUS_ACTIONS = frozenset({"cqstatus", "lqstatus"})
-
-_Key = tuple[str, str]  # (action, queue)
 LOST_AFTER_S = 30.0
+
+_Key = tuple[str, str]  # (action, queue): ("cqstatus", name) or ("lqstatus", "ns/name"), as Sent says
 
 
 class StatusPacer:
     def __init__(self, max_in_flight: int | None = None) -> None:
         self.max_in_flight = max_in_flight
         self.in_flight: dict[_Key, float] = {}  # status writes sent whose outcome has not come back -> when sent
-        self.held: dict[_Key, tuple[Outgoing, Sent]] = {}  # oldest first; a newer one keeps the place
+        self.held: dict[_Key, ClusterQueueStatus | LocalQueueStatus] = {}  # oldest first; a newer one keeps the place
 
     def _room(self) -> bool:
         return self.max_in_flight is not None and len(self.in_flight) < self.max_in_flight
@@ -48,21 +54,22 @@ class StatusPacer:
             return None
         return min(self.in_flight.values()) + LOST_AFTER_S
 
-    def pace(self, outputs: Outputs, now: float) -> Outputs:
-        """The commands to send now: every workload command; status writes for queues with none in
-        flight, within the bound, held ones first (oldest first); the others are held. No bound
-        (None): everything goes out as it comes."""
+    def pace(self, results: Sequence[CycleResult], now: float) -> list[CycleResult]:
+        """The results with the statuses to write now: those of queues with no write in flight,
+        within the bound, held ones first (oldest first); the others are held. No bound (None):
+        the results as they are."""
         if self.max_in_flight is None:
-            return outputs
-        commands: list[Outgoing] = []
-        sent: dict[str, Sent] = {}
-        for o in outputs.commands:
-            what = outputs.sent[o.msg_id]
-            if what.action in STATUS_ACTIONS:
-                self.held[(what.action, what.target)] = (o, what)  # replaces a held one in its place
-            else:
-                commands.append(o)
-                sent[o.msg_id] = what
+            return list(results)
+        out: list[CycleResult] = []
+        for r in results:
+            if not (r.cluster_queues or r.local_queues):
+                out.append(r)
+                continue
+            for s in r.cluster_queues:
+                self.held[("cqstatus", s.name)] = s  # replaces a held one in its place
+            for ls in r.local_queues:
+                self.held[("lqstatus", f"{ls.namespace}/{ls.name}")] = ls
+            out.append(msgspec.structs.replace(r, cluster_queues=(), local_queues=()))
         if self.held and self.in_flight and min(self.in_flight.values()) + LOST_AFTER_S <= now:
             self.in_flight = {k: t for k, t in self.in_flight.items() if t + LOST_AFTER_S > now}
         room = self.max_in_flight - len(self.in_flight)
@@ -72,9 +79,17 @@ class StatusPacer:
                 break
             if key not in self.in_flight:
                 picked.append(key)
+        if not picked:
+            return out
+        cqs: list[ClusterQueueStatus] = []
+        lqs: list[LocalQueueStatus] = []
         for key in picked:
-            o, what = self.held.pop(key)
-            commands.append(o)
-            sent[o.msg_id] = what
+            status = self.held.pop(key)
+            if isinstance(status, ClusterQueueStatus):
+                cqs.append(status)
+            else:
+                lqs.append(status)
             self.in_flight[key] = now
-        return Outputs(commands, outputs.events, sent)
+        cycle = out[-1].cycle if out else 0
+        out.append(CycleResult(cycle=cycle, cluster_queues=tuple(cqs), local_queues=tuple(lqs)))
+        return out
