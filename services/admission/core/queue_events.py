@@ -27,6 +27,10 @@ def apply_cluster_queue(p: Parts, spec: ClusterQueue) -> None:
     if cq is None:
         cq = ClusterQueueRuntime(spec)
         tree.add_cq(cq)
+    elif cq.spec == spec:
+        # The echo of a status write (or a label change): nothing the scheduler reads changed. Not
+        # a rebuild of the cohort tree, with every queue in it marked to report and tried again.
+        return
     else:
         old_drain = cq.spec.stop_policy
         cq.configure(spec)

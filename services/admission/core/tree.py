@@ -193,6 +193,8 @@ class QueueTree:
 
     def apply_cohort(self, spec: Cohort) -> None:
         c = self.cohort(spec.name)
+        if c.spec == spec:
+            return  # a record with the same spec (status, labels): no rebuild of the whole tree
         c.spec = spec
         c.node.quotas = quotas_of(spec.resource_groups)
         c.node.fair_weight = spec.fair_weight
