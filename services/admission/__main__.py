@@ -2,9 +2,10 @@
 
 from kq.gc_tuning import tune_gc_for_caches
 from kq.runtime import run_service
+from services.admission.collector import GC_THRESHOLDS
 from services.admission.service import SERVICE, main
 
 if __name__ == "__main__":
-    tune_gc_for_caches()  # its mirror of decoded objects would keep the collector walking them
+    tune_gc_for_caches(GC_THRESHOLDS)  # every pending workload is held: see collector.py
     # Health says "standby" / "starting" / "ready" itself (ready once fenced and deciding).
     raise SystemExit(run_service(SERVICE, main, ready_when_started=False))

@@ -21,6 +21,7 @@ Everything is deterministic: the same plan gives the same figures, run after run
 
 from __future__ import annotations
 
+import gc
 import heapq
 import os
 import time
@@ -32,6 +33,7 @@ import msgspec
 from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects, workload_object
 from kq.bench.metrics import CQReport, RunLog, WorkloadSeen
 from kq.bench.procstats import process_stats
+from services.admission.collector import GC_THRESHOLDS
 from services.admission.core import Admission, CycleResult, FlavorUsage, SchedulerConfig, SchedulerState, Workload
 from services.admission.core.from_api import event_from_api
 from services.admission.core.from_api import workload as workload_from_api
@@ -228,6 +230,11 @@ def _first_total(flavors: tuple[FlavorUsage, ...]) -> int:
 def run_virtual(plan: BenchPlan, *, cycle_latency_ms: float = 0.0, progress: Progress | None = None) -> RunLog:
     """Simulate the whole plan on a virtual clock; returns the recorded events (and, as `runner`,
     this process's peak memory and CPU: the core's whole cost, harness included)."""
-    log = _Sim(plan, cycle_latency_ms, progress).run()
+    old = gc.get_threshold()
+    gc.set_threshold(*GC_THRESHOLDS)  # as the service runs
+    try:
+        log = _Sim(plan, cycle_latency_ms, progress).run()
+    finally:
+        gc.set_threshold(*old)
     log.runner = process_stats("kq bench (core + harness)", os.getpid())
     return log

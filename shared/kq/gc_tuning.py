@@ -14,8 +14,8 @@ import gc
 CACHE_HEAVY_GC_THRESHOLDS = (20_000, 10, 10)
 
 
-def tune_gc_for_caches() -> None:
+def tune_gc_for_caches(thresholds: tuple[int, int, int] = CACHE_HEAVY_GC_THRESHOLDS) -> None:
     """Call once, after start-up's imports: what exists by then leaves the collector's walks for
-    good (freeze), and collections come less often (CACHE_HEAVY_GC_THRESHOLDS)."""
+    good (freeze), and collections come less often (`thresholds`)."""
     gc.freeze()
-    gc.set_threshold(*CACHE_HEAVY_GC_THRESHOLDS)
+    gc.set_threshold(*thresholds)

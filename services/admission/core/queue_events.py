@@ -25,7 +25,12 @@ def apply_cluster_queue(p: Parts, spec: ClusterQueue) -> None:
     created = cq is None
     old_drain = "None"
     if cq is None:
-        cq = tree.cqs[spec.name] = ClusterQueueRuntime(spec)
+        cq = ClusterQueueRuntime(spec)
+        tree.add_cq(cq)
+    elif cq.spec == spec:
+        # The echo of a status write (or a label change): nothing the scheduler reads changed. Not
+        # a rebuild of the cohort tree, with every queue in it marked to report and tried again.
+        return
     else:
         old_drain = cq.spec.stop_policy
         cq.configure(spec)

@@ -55,11 +55,26 @@ class _Group:
 
 
 class PendingQueue:
-    __slots__ = ("strict_fifo", "_groups", "_tops", "_singles", "_where", "_seq", "_active_count", "sticky", "stall")
+    __slots__ = ("strict_fifo", "_groups", "_tops", "_singles", "_where", "_seq", "_n_active", "sticky", "stall",
+                 "on_active")
 
     def __init__(self, strict_fifo: bool) -> None:
         self.strict_fifo = strict_fifo
+        # Told when the queue gains its first active workload (True) or loses its last (False):
+        # the tree keeps the queues with active workloads, so a cycle never walks the idle ones.
+        self.on_active: Callable[[bool], None] | None = None
+        self._n_active = 0
         self._reset()
+
+    @property
+    def _active_count(self) -> int:
+        return self._n_active
+
+    @_active_count.setter
+    def _active_count(self, n: int) -> None:
+        was, self._n_active = self._n_active, n
+        if (was > 0) != (n > 0) and self.on_active is not None:
+            self.on_active(n > 0)
 
     def _reset(self) -> None:
         self._groups: dict[Shape, _Group] = {}

@@ -22,6 +22,7 @@ class QueueTree:
         self.owns: Callable[[str], bool] | None = None  # sharded admission: trees decided here (ownership.py)
         self.flavors: dict[str, ResourceFlavor] = {}
         self.cqs: dict[str, ClusterQueueRuntime] = {}
+        self._with_active: dict[str, None] = {}  # ClusterQueues with active workloads (see add_cq)
         self.cohorts: dict[str, CohortRuntime] = {}
         self.lqs: dict[str, LocalQueueRuntime] = {}
         self.lqs_by_cq: dict[str, dict[str, None]] = {}  # LocalQueues naming a ClusterQueue, known or not
@@ -32,6 +33,7 @@ class QueueTree:
         self._epochs: dict[str, int] = {}
         self._global_epoch = 0
         self._requeue_roots: dict[int, QuotaNode] = {}
+        self._requeue_everything = False  # requeue_all() since the last take: resolved once, when taken
 
     # --- epochs and requeues -------------------------------------------------------------------
 
@@ -60,13 +62,19 @@ class QueueTree:
         self._requeue_roots[id(root)] = root
 
     def requeue_all(self) -> None:
-        for cq in self.cqs.values():
-            self.request_requeue(cq.node)
+        # Lazy: a burst of namespaces (one per queue at start-up) must not cost a pass over every
+        # ClusterQueue each; the trees are resolved once, at the next take.
+        self._requeue_everything = True
 
     def has_requeues(self) -> bool:
-        return bool(self._requeue_roots)
+        return self._requeue_everything or bool(self._requeue_roots)
 
     def take_requeue_roots(self) -> list[QuotaNode]:
+        if self._requeue_everything:
+            self._requeue_everything = False
+            for cq in self.cqs.values():
+                if cq.queue.parked_count():  # only parked workloads come back
+                    self.request_requeue(cq.node)
         roots = list(self._requeue_roots.values())
         self._requeue_roots.clear()
         return roots
@@ -95,14 +103,29 @@ class QueueTree:
                 and not self.in_cycle(cq) and not self.stalled(cq))
 
     def schedulable(self) -> Iterator[ClusterQueueRuntime]:
-        """ClusterQueues whose head is worth trying, by name."""
-        for name in sorted(self.cqs):
+        """ClusterQueues whose head is worth trying, by name (only those with active workloads are
+        looked at: a cycle's cost must not grow with the idle queues)."""
+        for name in sorted(self._with_active):
             cq = self.cqs[name]
             if self._worth_trying(cq):
                 yield cq
 
     def any_schedulable(self) -> bool:
-        return any(self._worth_trying(cq) for cq in self.cqs.values())
+        return any(self._worth_trying(self.cqs[name]) for name in self._with_active)
+
+    def add_cq(self, cq: ClusterQueueRuntime) -> None:
+        """A new ClusterQueue; the tree follows whether its queue has active workloads."""
+        self.cqs[cq.name] = cq
+
+        def on_active(active: bool, name: str = cq.name) -> None:
+            if active:
+                self._with_active[name] = None
+            else:
+                self._with_active.pop(name, None)
+
+        cq.queue.on_active = on_active
+        if cq.queue.has_active():
+            self._with_active[cq.name] = None
 
     def mark_lq(self, lq_key: str) -> None:
         if lq_key in self.lqs:
@@ -170,6 +193,8 @@ class QueueTree:
 
     def apply_cohort(self, spec: Cohort) -> None:
         c = self.cohort(spec.name)
+        if c.spec == spec:
+            return  # a record with the same spec (status, labels): no rebuild of the whole tree
         c.spec = spec
         c.node.quotas = quotas_of(spec.resource_groups)
         c.node.fair_weight = spec.fair_weight
@@ -206,6 +231,8 @@ class QueueTree:
         self.bump_node(cq.node)
         link(cq.node, None)
         del self.cqs[cq.name]
+        cq.queue.on_active = None
+        self._with_active.pop(cq.name, None)
         self.reporter.forget_cq(cq.name)
         for lq_key in cq.lqs:
             self.mark_lq(lq_key)

@@ -35,6 +35,7 @@ from services.admission.plan.inputs import NEEDED_KINDS, convert, workload_key
 from services.admission.plan.outputs import WRITER, Outputs, QueueFacts, Sent, api_admission, plan_outputs
 from services.admission.plan.pending_pacer import PendingPacer
 from services.admission.plan.placement import placement_answer, solve_request
+from services.admission.plan.status_pacer import STATUS_ACTIONS, StatusPacer
 
 
 class LostLeadership(Exception):
@@ -48,11 +49,12 @@ def _rv(v: str) -> int | None:
 class Partition:
     def __init__(self, cluster: str, epoch: int, config: SchedulerConfig, status_interval_s: float = 0.0,
                  pending_interval_s: float = 0.0, pending_in_flight: int | None = None, *, writer: str = WRITER,
-                 owns: OwnsTree | None = None) -> None:
+                 owns: OwnsTree | None = None, status_in_flight: int | None = None) -> None:
         self.cluster = cluster
         self.writer = writer  # sharded admission: one writer per slot (services/admission/slots.py)
         self.on_tree_record: Callable[[], None] | None = None  # called after a ClusterQueue or Cohort record
         self.pacer = PendingPacer(pending_interval_s, pending_in_flight)
+        self.status_pacer = StatusPacer(status_in_flight)  # one status write in flight per queue, a few in all
         # Queue statuses are written whole: while busy, report them at most this often (Kueue
         # batches its ClusterQueue status updates too); pending changes are reported when due,
         # so statuses converge within this long once the scheduler goes idle.
@@ -116,7 +118,8 @@ class Partition:
     # --- outcomes ----------------------------------------------------------------------------------
 
     def on_outcome(self, out: CommandOutcome) -> bool:
-        """Apply what the watcher did with a command; True when the core's state changed.
+        """Apply what the watcher did with a command; True when the core's state changed or a held
+        status write can go out now.
         Raises LostLeadership when a command of this term was refused as stale, or a newer leader's
         command was executed."""
         if out.writer != self.writer:
@@ -128,14 +131,18 @@ class Partition:
             sent = self.inflight.pop(out.command_id, None)
             if sent is None:
                 return False
+            woke = False
             if sent.action == "pending":
                 self.pacer.settled()
+            elif sent.action in STATUS_ACTIONS:
+                self.status_pacer.settled(sent)
+                woke = self.status_pacer.has_ready()
             if not out.applied and out.reason == "StaleEpoch":
                 raise LostLeadership(f"{self.cluster}: command {out.command_id} refused: epoch {self.epoch} is stale")
             if out.applied:
                 if sent.action == "reserve":
                     self.state.admission_applied(sent.target, out.resource_version)
-                return False
+                return woke
             self.refusals += 1
             if sent.action == "reserve":
                 self.state.forget(sent.target)
@@ -143,7 +150,7 @@ class Partition:
             if sent.action == "evict":
                 self.state.forget_eviction(sent.target)
                 return True
-            return False
+            return woke
         if out.epoch > self.epoch:
             # The watcher already took a command from a newer leader: ours would all be refused.
             raise LostLeadership(f"{self.cluster}: epoch {out.epoch} has written, this term is {self.epoch}")
@@ -194,6 +201,9 @@ class Partition:
         """When to run a cycle or plan though no input came: a backoff ends, withheld statuses or
         held pending conditions are due."""
         at = self.pacer.next_due()
+        lost = self.status_pacer.next_due()
+        if lost is not None:
+            at = lost if at is None else min(at, lost)
         if self.echo_gates:
             return at
         woken = self.state.next_wakeup()
@@ -224,6 +234,7 @@ class Partition:
     def plan(self, results: list[CycleResult], now: float) -> tuple[Outputs, list[str]]:
         """What to publish for consecutive cycles' results; the commands are registered as in flight."""
         self.rounds += 1
+        results = self.status_pacer.pace(results, now)
         outputs, errors = plan_outputs(results, cluster=self.cluster, epoch=self.epoch, now=now, round_no=self.rounds,
                                        admission_of=self._admission_of, queue_facts=self.queue_facts,
                                        writer=self.writer)
@@ -243,5 +254,6 @@ class Partition:
         self.state.apply(placement_answer(req, reply, now))
 
     def has_due(self, now: float) -> bool:
-        """Held pending conditions are due: plan (with no results) to send them."""
-        return self.pacer.has_due(now)
+        """Held pending conditions are due, or held statuses can go: plan (with no results) to send them."""
+        lost = self.status_pacer.next_due()
+        return self.pacer.has_due(now) or self.status_pacer.has_ready() or (lost is not None and lost <= now)

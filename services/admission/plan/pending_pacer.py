@@ -19,6 +19,7 @@ Synchronous and clock-free (`now` is passed in), like the partition that owns it
 from __future__ import annotations
 
 import heapq
+import math
 
 from services.admission.plan.outputs import WORKLOAD_ACTIONS, Outgoing, Outputs, Sent
 
@@ -35,6 +36,7 @@ class PendingPacer:
         self.held: dict[str, tuple[float, Outgoing, Sent]] = {}  # workload key -> (due, command, what for)
         self._dues: list[tuple[float, str]] = []  # heap of (due, key); entries no longer held are skipped
         self._pruned_at = 0.0
+        self._retry_at = -math.inf  # past the bound: when to look at the held ones again
 
     def next_due(self) -> float | None:
         heap = self._dues
@@ -42,7 +44,8 @@ class PendingPacer:
             due, key = heap[0]
             held = self.held.get(key)
             if held is not None and held[0] == due:
-                return due
+                # Past the in-flight bound nothing goes out before the retry (see pace).
+                return max(due, self._retry_at) if self._full() else due
             heapq.heappop(heap)  # sent meanwhile: forget it
         return None
 
@@ -94,21 +97,18 @@ class PendingPacer:
                     self.in_flight += 1
             commands.append(o)
             sent[o.msg_id] = what
-        later: list[tuple[float, str]] = []
         while self.has_due(now):
+            if self._full():
+                # Due, but the bound is reached: look again a little later. The held ones stay as
+                # they are (a pass re-dating each would cost O(held) per round under a backlog).
+                self._retry_at = now + max(self.interval_s, _RETRY_FULL_S)
+                break
             _, key = heapq.heappop(self._dues)
-            if self._full():  # due, but the bound is reached: look again a little later
-                due = now + max(self.interval_s, _RETRY_FULL_S)
-                self.held[key] = (due, *self.held[key][1:])
-                later.append((due, key))
-                continue
             _, o, what = self.held.pop(key)
             commands.append(o)
             sent[o.msg_id] = what
             self.last_sent[key] = now
             self.in_flight += 1
-        for item in later:
-            heapq.heappush(self._dues, item)
         self._prune(now)
         return Outputs(commands, outputs.events, sent)
 

@@ -124,6 +124,9 @@ def check_invariants(w: World) -> None:
         assert {k: v for k, v in cq_rt.node.usage.items() if v} == {k: v for k, v in total.items() if v}
         for fr, v in cq_rt.node.usage.items():
             assert v <= potential_available(cq_rt.node, fr)
+    # the tree follows exactly the queues with active workloads (a cycle looks at no other)
+    following = set(state._p.tree._with_active)
+    assert following == {n for n, c in state.cqs.items() if c.queue.has_active()}
     # every workload the mirror knows is in exactly one place in the core
     for key, rec in w.records.items():
         places = (key in state.pending) + (key in state.reserved)

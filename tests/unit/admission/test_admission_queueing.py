@@ -216,6 +216,20 @@ def test_missing_namespace() -> None:
     assert w.messages["ghost/w"] == 'workload namespace "ghost" does not exist: namespaces "ghost" not found'
 
 
+def test_a_namespace_that_appears_brings_back_the_parked_workloads_of_every_queue() -> None:
+    """requeue_all is resolved once at the next cycle (not a pass per namespace): every queue
+    holding a parked workload of the missing namespace is tried again, others are left alone."""
+    w = World(flavor("default"), cq("a").flavor("default", cpu="4").obj(), cq("b").flavor("default", cpu="4").obj(),
+              cq("idle").flavor("default", cpu="4").obj(), lq("ghost/qa", "a"), lq("ghost/qb", "b"))
+    run(w, wl("ghost/wa").queue("qa").pods("main", 1, cpu="1").obj(),
+        wl("ghost/wb").queue("qb").pods("main", 1, cpu="1").obj())
+    assert w.statuses(["ghost/wa", "ghost/wb"]) == {"ghost/wa": "pending", "ghost/wb": "pending"}
+    w.apply(Namespace(name="other", labels={}))
+    w.apply(Namespace(name="ghost", labels={}))
+    w.settle(1)
+    assert w.statuses(["ghost/wa", "ghost/wb"]) == {"ghost/wa": "admitted", "ghost/wb": "admitted"}
+
+
 def test_cohort_admits_greedily_within_a_cycle() -> None:
     """Heads of several queues in one cohort: admitted in order while they still fit."""
     w = world(

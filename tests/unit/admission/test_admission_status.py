@@ -64,6 +64,25 @@ def test_status_reported_only_when_it_changes() -> None:
     assert w.step(3.0).empty()
 
 
+def test_a_queue_record_with_the_same_spec_changes_nothing() -> None:
+    """The echo of a status write: no rebuild of the cohort tree, no queue of it reported again,
+    no head tried again (its epoch does not move)."""
+    from services.admission.core import Cohort
+
+    spec = cq("a").cohort("co").flavor("default", cpu="1").obj()
+    w = world(Cohort(name="co"), spec, cq("b").cohort("co").flavor("default", cpu="1").obj())
+    w.step(0.0)
+    tree = w.state._p.tree
+    generations, epoch = {n: c.generation for n, c in w.state.cqs.items()}, tree.epoch_of(w.state.cqs["a"])
+    w.apply(spec)
+    w.apply(Cohort(name="co"))
+    assert not w.state.has_work(1.0)
+    assert {n: c.generation for n, c in w.state.cqs.items()} == generations
+    assert tree.epoch_of(w.state.cqs["a"]) == epoch
+    w.apply(cq("a").cohort("co").flavor("default", cpu="2").obj())  # a real change still rebuilds
+    assert w.state.cqs["a"].generation > generations["a"] and tree.epoch_of(w.state.cqs["a"]) != epoch
+
+
 def test_quota_reserved_but_not_admitted_counts_as_reserving_only() -> None:
     from services.admission.core import AdmissionCheck
 
