@@ -59,6 +59,7 @@ from services.dispatcher.core.model import (
 )
 from services.dispatcher.external import ExternalDoor
 from services.dispatcher.guard import run_guard
+from services.dispatcher.intake import may_concern, multikueue_checks
 from services.dispatcher.remotes import RemoteCluster
 from services.dispatcher.settings import DispatcherSettings
 
@@ -131,6 +132,7 @@ class Term:
         self.job_owner: dict[tuple[str, str, str], NsName] = {}  # manager (kind, ns, name) of a Job/JobSet -> workload
         self.deleted: dict[NsName, str] = {}  # manager workloads seen deleted -> uid, until their copies are gone
         self.sent: dict[str, float] = {}  # memo of intents sent (see RESEND_AFTER_S) -> when
+        self._mk_checks: frozenset[str] = frozenset()  # names of the MultiKueue AdmissionChecks (intake.py)
         self.external = ExternalDoor(bus, self) if core.mode == "External" else None
         self.log = get_logger("kq.dispatcher", cluster=manager, epoch=epoch)
 
@@ -141,8 +143,10 @@ class Term:
         self._wake.set()
 
     def mark_all(self) -> None:
+        """Every workload that may carry a MultiKueue check (intake.py: the others reconcile to nothing)."""
         for rec in self.view.items(self.manager, "workload"):
-            self.dirty.add((rec.namespace, rec.name))
+            if may_concern(rec, self._mk_checks):
+                self.dirty.add((rec.namespace, rec.name))
         self._wake.set()
 
     def _on_record(self, what: Any) -> None:
@@ -151,12 +155,15 @@ class Term:
         if what.kind == "workload":
             if what.deleted:  # its copies go at once (gc would find them later)
                 self.deleted[(what.namespace, what.name)] = what.uid
-            self.mark((what.namespace, what.name))
+            if may_concern(what, self._mk_checks):
+                self.mark((what.namespace, what.name))
         elif what.kind in ("job", "jobset"):
             owner = self.job_owner.get((what.kind, what.namespace, what.name))
             if owner is not None:
                 self.mark(owner)
         elif what.kind in ("admissioncheck", "multikueueconfig", "multikueuecluster"):
+            if what.kind == "admissioncheck":
+                self._mk_checks = multikueue_checks(self.view.typed_items(self.manager, "admissioncheck"))
             self._topology_dirty = True
             self._wake.set()
 
