@@ -9,7 +9,8 @@ return at once); a deleted one always goes through (its copies are removed).
 
 The set of MultiKueue check names changes with AdmissionCheck records; every such change makes the
 term reconcile all workloads again (mark_all), which filters with the new set, so a Workload filtered
-out before its AdmissionCheck was seen is picked up then.
+out before its AdmissionCheck was seen is picked up then. Before the first MultiKueue AdmissionCheck
+the term does not even follow Workloads and Jobs (Term._follow_workloads).
 """
 
 from __future__ import annotations
