@@ -40,7 +40,7 @@ from kq.messages import (
 from kq.mirror import MirrorView, ObjectRecord
 from kq.obs import get_logger
 from kq.remote_clusters import KubeconfigSource
-from kq.runtime import Bus, Delivery, OutMsg
+from kq.runtime import Bus, Delivery, OutMsg, Replay
 from services.dispatcher.core import clusters as cl
 from services.dispatcher.core.copies import remote_copy, remote_workload
 from services.dispatcher.core.flow import reconcile
@@ -59,11 +59,12 @@ from services.dispatcher.core.model import (
 )
 from services.dispatcher.external import ExternalDoor
 from services.dispatcher.guard import run_guard
+from services.dispatcher.intake import may_concern, multikueue_checks
 from services.dispatcher.remotes import RemoteCluster
 from services.dispatcher.settings import DispatcherSettings
 
 WRITER = "dispatcher"
-TOPOLOGY_KINDS = ("admissioncheck", "multikueueconfig", "multikueuecluster")
+CONFIG_KINDS = ("admissioncheck", "multikueueconfig", "multikueuecluster")
 NsName = tuple[str, str]
 _json = msgspec.json.Encoder(order="sorted")
 # A manager-side intent already sent is not sent again while the manager's object still looks as it
@@ -131,6 +132,9 @@ class Term:
         self.job_owner: dict[tuple[str, str, str], NsName] = {}  # manager (kind, ns, name) of a Job/JobSet -> workload
         self.deleted: dict[NsName, str] = {}  # manager workloads seen deleted -> uid, until their copies are gone
         self.sent: dict[str, float] = {}  # memo of intents sent (see RESEND_AFTER_S) -> when
+        self._mk_checks: frozenset[str] = frozenset()  # names of the MultiKueue AdmissionChecks (intake.py)
+        self._workloads: Replay | None = None  # the Workload/Job replay, once a MultiKueue check exists
+        self._tasks: asyncio.TaskGroup | None = None
         self.external = ExternalDoor(bus, self) if core.mode == "External" else None
         self.log = get_logger("kq.dispatcher", cluster=manager, epoch=epoch)
 
@@ -141,8 +145,10 @@ class Term:
         self._wake.set()
 
     def mark_all(self) -> None:
+        """Every workload that may carry a MultiKueue check (intake.py: the others reconcile to nothing)."""
         for rec in self.view.items(self.manager, "workload"):
-            self.dirty.add((rec.namespace, rec.name))
+            if may_concern(rec, self._mk_checks):
+                self.dirty.add((rec.namespace, rec.name))
         self._wake.set()
 
     def _on_record(self, what: Any) -> None:
@@ -151,12 +157,17 @@ class Term:
         if what.kind == "workload":
             if what.deleted:  # its copies go at once (gc would find them later)
                 self.deleted[(what.namespace, what.name)] = what.uid
-            self.mark((what.namespace, what.name))
+            if may_concern(what, self._mk_checks):
+                self.mark((what.namespace, what.name))
         elif what.kind in self.core.kinds:
             owner = self.job_owner.get((what.kind, what.namespace, what.name))
             if owner is not None:
                 self.mark(owner)
         elif what.kind in ("admissioncheck", "multikueueconfig", "multikueuecluster"):
+            if what.kind == "admissioncheck":
+                self._mk_checks = multikueue_checks(self.view.typed_items(self.manager, "admissioncheck"))
+                if self._mk_checks and self._workloads is None and self._tasks is not None:
+                    self._tasks.create_task(self._follow_workloads(), name="dispatcher:follow-workloads")
             self._topology_dirty = True
             self._wake.set()
 
@@ -171,16 +182,13 @@ class Term:
     # --- run ---
 
     async def run(self) -> None:
-        kinds = ("workload", *self.core.kinds, *TOPOLOGY_KINDS)
-        filters = [subjects.object_filter(self.manager, kind) for kind in kinds]
-
-        async def follow(d: Delivery) -> None:
-            self._on_record(self.view.apply_delivery(d))
-
-        replay = self.bus.replay(subjects.OBJECTS_STREAM, filters, follow, deliver="last_per_subject")
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(replay.run(), name="dispatcher:mirror")
-            await replay.wait_caught_up(timeout=self.settings.replay_timeout_s)
+            self._tasks = tg
+            config = self._replay(CONFIG_KINDS)
+            tg.create_task(config.run(), name="dispatcher:mirror:config")
+            await config.wait_caught_up(timeout=self.settings.replay_timeout_s)
+            if self._mk_checks:
+                await self._follow_workloads()
             fence = Fence(id=f"dispatcher-fence:{self.manager}:{self.epoch}", cluster=self.manager, writer=WRITER,
                           epoch=self.epoch)
             await self.bus.publish(command_subject_of(fence), fence, msg_id=fence.id)
@@ -192,6 +200,24 @@ class Term:
             self.log.info("dispatching", mode=self.core.mode, workloads=len(self.view.items(self.manager, "workload")))
             self.mark_all()
             await self._loop()
+
+    def _replay(self, kinds: tuple[str, ...]) -> Replay:
+        async def follow(d: Delivery) -> None:
+            self._on_record(self.view.apply_delivery(d))
+
+        return self.bus.replay(subjects.OBJECTS_STREAM, [subjects.object_filter(self.manager, k) for k in kinds],
+                               follow, deliver="last_per_subject")
+
+    async def _follow_workloads(self) -> None:
+        """The manager's Workloads and Jobs, from the first MultiKueue AdmissionCheck on (intake.py:
+        before there is one no Workload can concern us, so none is even delivered) and for good;
+        a replay of the last values catches up with every one there is, then each is reconciled."""
+        if self._workloads is None:
+            assert self._tasks is not None
+            self._workloads = self._replay(("workload", *self.core.kinds))
+            self._tasks.create_task(self._workloads.run(), name="dispatcher:mirror:workloads")
+        await self._workloads.wait_caught_up(timeout=self.settings.replay_timeout_s)
+        self.mark_all()
 
     async def _loop(self) -> None:
         sem = asyncio.Semaphore(self.settings.concurrency)

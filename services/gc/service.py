@@ -29,7 +29,7 @@ from kq.messages import DeleteWorkload, command_subject_of
 from kq.mirror import MirrorView
 from kq.obs import get_logger
 from kq.remote_clusters import KubeconfigSource
-from kq.runtime import Bus, Delivery, OutMsg
+from kq.runtime import Bus, Delivery, OutMsg, Replay
 from services.gc.core.sweep import Orphans, confirmed, expired, orphans
 
 SERVICE = "gc"
@@ -63,10 +63,18 @@ class Sweeper:
         for _, client in self.clients.values():
             await client.close()
 
+    def needs_workloads(self) -> bool:
+        """The manager's Workloads matter only to a retention policy or to orphans on a worker: until
+        one is configured or a MultiKueueCluster exists, gc does not follow them at all."""
+        return (self.after_finished_s is not None or self.after_deactivated_s is not None
+                or bool(self.view.items(self.manager, "multikueuecluster")))
+
     async def sweep(self) -> None:
-        manager = {(r.namespace, r.name): r.uid for r in self.view.items(self.manager, "workload")}
-        for mkc in self.view.typed_items(self.manager, "multikueuecluster"):
-            await self._sweep_cluster(mkc, manager)
+        mkcs = self.view.typed_items(self.manager, "multikueuecluster")
+        if mkcs:
+            manager = {(r.namespace, r.name): r.uid for r in self.view.items(self.manager, "workload")}
+            for mkc in mkcs:
+                await self._sweep_cluster(mkc, manager)
         await self._retention()
 
     async def _client(self, mkc: MultiKueueCluster) -> KubeClient:
@@ -167,17 +175,30 @@ async def main(bus: Bus, config: Config, settings: GcSettings | None = None) -> 
         sweeper = Sweeper(bus, manager.name, KubeconfigSource(client, settings.kq_namespace), origin,
                           after_finished, after_deactivated, k.multikueue_job_kinds(config.kueue.frameworks()))
         stack.push_async_callback(sweeper.close)
-        filters = [subjects.object_filter(manager.name, kind) for kind in ("workload", "multikueuecluster")]
 
         async def follow(d: Delivery) -> None:
             sweeper.view.apply_delivery(d)
 
-        replay = bus.replay(subjects.OBJECTS_STREAM, filters, follow, deliver="last_per_subject")
+        def replay_of(kind: str) -> Replay:
+            return bus.replay(subjects.OBJECTS_STREAM, subjects.object_filter(manager.name, kind), follow,
+                              deliver="last_per_subject")
+
         async with asyncio.TaskGroup() as tg:
-            tg.create_task(replay.run(), name="gc:mirror")
-            await replay.wait_caught_up(timeout=settings.replay_timeout_s)
+            clusters = replay_of("multikueuecluster")
+            tg.create_task(clusters.run(), name="gc:mirror:multikueuecluster")
+            await clusters.wait_caught_up(timeout=settings.replay_timeout_s)
             bus.mark_ready()
             log.info("collecting", interval_s=interval, origin=origin)
+            workloads: Replay | None = None
             while True:
-                await sweeper.sweep()
+                if workloads is None and sweeper.needs_workloads():
+                    # From then on for good: a replay of the last values catches up with every
+                    # Workload there is (deleted ones included: they are simply absent).
+                    workloads = replay_of("workload")
+                    tg.create_task(workloads.run(), name="gc:mirror:workload")
+                    await workloads.wait_caught_up(timeout=settings.replay_timeout_s)
+                    log.info("following the manager's workloads", workloads=len(sweeper.view.items(manager.name,
+                                                                                               "workload")))
+                if workloads is not None:
+                    await sweeper.sweep()
                 await asyncio.sleep(interval)

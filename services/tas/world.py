@@ -37,6 +37,7 @@ from services.tas.core.replacement import rehold_pod_set, replace_node
 from services.tas.solving import failed_reply, flavor_spec, held_domains, node_info, placed_reply, pod_set_request
 
 NEEDED_KINDS: tuple[str, ...] = ("node", "pod", "resourceflavor", "topology", "workload")
+_TOPOLOGY_ASSIGNMENT = b'"topologyAssignment"'  # Workload status.admission.podSetAssignments[].topologyAssignment
 
 
 def pod_requests(pod: Pod) -> dict[str, int]:
@@ -109,6 +110,8 @@ class World:
             return
         if rec.kind == "workload":
             self.workload_seq = max(self.workload_seq, seq)
+            if not self._may_hold(rec):
+                return
         obj: Any = None if rec.deleted else decode_object(rec.kind, rec.raw)
         if rec.kind == "node":
             self._node(rec.name, obj)
@@ -128,6 +131,16 @@ class World:
             self._sync_flavors()
         elif rec.kind == "workload":
             self._workload(f"{rec.namespace}/{rec.name}", obj)
+
+    def _may_hold(self, rec: ObjectRecord) -> bool:
+        """Whether a Workload record can change what the solver holds, without decoding it: only one
+        whose admission carries a topology assignment (a byte search: Kubernetes JSON names fields
+        plainly), or one the world already holds something for (confirmed, or our answer: so a
+        workload that stops holding, or is deleted, is released). Every other Workload, the bulk where
+        no flavor is topology-aware, would decode only to change nothing."""
+        key = f"{rec.namespace}/{rec.name}"
+        return key in self.confirmed or key in self.handed_out or (
+            not rec.deleted and _TOPOLOGY_ASSIGNMENT in rec.raw)
 
     def _sync_flavors(self) -> None:
         """Each TAS flavor whose Topology exists has a capacity tree; the others have none."""

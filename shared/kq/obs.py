@@ -17,11 +17,13 @@ import logging
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from contextlib import contextmanager
+from contextvars import Token
 from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
 import structlog
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context, attach, detach
 from opentelemetry.sdk.resources import OTELResourceDetector, Resource
@@ -250,6 +252,24 @@ def _parsed(traceparent: str, tracestate: str | None) -> Context:
     carrier = {"traceparent": traceparent} if tracestate is None else {"traceparent": traceparent,
                                                                         "tracestate": tracestate}
     return _PROPAGATOR.extract(carrier)
+
+
+def records_spans(tracer: Tracer) -> bool:
+    """Whether spans from `tracer` go anywhere (not the no-op nor kq's UnrecordedTracer)."""
+    return not isinstance(tracer, NoOpTracer)
+
+
+def attach_message_context(headers: Mapping[str, str] | None) -> Token[Context] | None:
+    """Make the publisher's trace context current without a span of its own (cheap: a message without
+    a traceparent changes nothing and returns None); pass the token to detach_message_context."""
+    if not headers or "traceparent" not in headers:
+        return None
+    return otel_context.attach(extract_context(headers))
+
+
+def detach_message_context(token: Token[Context] | None) -> None:
+    if token is not None:
+        otel_context.detach(token)
 
 
 @contextmanager

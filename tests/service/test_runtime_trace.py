@@ -101,3 +101,50 @@ async def test_batch_span_links_each_publisher(traced_bus: Bus, spans: InMemoryS
     batch_spans = [s for s in spans.get_finished_spans() if s.name.startswith("consume-batch")]
     linked = sorted(link.context.span_id for s in batch_spans for link in s.links)
     assert linked == sorted(r.span_id for r in roots)
+
+
+async def test_replay_records_no_span_per_message_but_handles_it_in_the_publishers_trace(
+        traced_bus: Bus, spans: InMemorySpanExporter) -> None:
+    """A service replays every record it follows, most of no interest to it: no span each (that cost
+    as much as the handling); a decision its handler makes still joins the publisher's trace."""
+    bus = traced_bus
+    subject = subjects.event_subject("c1", "workload", "ns", "w")
+    with bus.tracer.start_as_current_span("observe") as root:
+        await bus.publish(subject, b"traced", msg_id="r-1")
+    await bus.publish(subjects.event_subject("c1", "workload", "ns", "v"), b"plain", msg_id="r-2")
+    seen: dict[bytes, trace.SpanContext] = {}
+
+    async def handler(d: Delivery) -> None:
+        seen[d.data] = trace.get_current_span().get_span_context()
+        if d.data == b"traced":
+            with bus.tracer.start_as_current_span("decide"):
+                pass
+
+    async with bus.replay(subjects.EVENTS_STREAM, subjects.event_filter("c1", "workload", "ns"), handler) as r:
+        await r.wait_caught_up(timeout=10)
+    assert (seen[b"traced"].trace_id, seen[b"traced"].span_id) == (root.get_span_context().trace_id,
+                                                                    root.get_span_context().span_id)
+    assert not seen[b"plain"].is_valid  # published outside any span: nothing to continue
+    names = [s.name for s in spans.get_finished_spans()]
+    assert not [n for n in names if n.startswith("replay")], names
+    (decide,) = [s for s in spans.get_finished_spans() if s.name == "decide"]
+    assert decide.parent is not None and decide.parent.span_id == root.get_span_context().span_id
+
+
+async def test_without_a_recording_tracer_consume_passes_the_context_through_without_a_span(bus: Bus) -> None:
+    subject = subjects.command_subject("c1", "workload")
+    provider = TracerProvider()
+    with provider.get_tracer("t").start_as_current_span("decide") as root:
+        await bus.publish(subject, b"x", msg_id="u-1")
+    seen: list[trace.SpanContext] = []
+
+    async def handler(d: Delivery) -> None:
+        seen.append(trace.get_current_span().get_span_context())
+
+    task = asyncio.create_task(bus.consume("u", subjects.COMMANDS_STREAM, subject, handler))
+    try:
+        await eventually(lambda: len(seen) == 1)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert (seen[0].trace_id, seen[0].span_id) == (root.get_span_context().trace_id, root.get_span_context().span_id)

@@ -18,7 +18,7 @@ from opentelemetry.trace import Link, get_current_span
 
 from kq import subjects
 from kq.clock import SYSTEM_CLOCK, Clock, rfc3339_millis
-from kq.obs import consumer_span, extract_context
+from kq.obs import attach_message_context, consumer_span, detach_message_context, extract_context, records_spans
 from kq.runtime.delivery import Delivery
 from kq.runtime.errors import Action, DeadLetter, Outcome, classify
 from kq.runtime.executor import KeyedExecutor
@@ -149,6 +149,17 @@ async def _handle_one(
     bus: Bus, d: Delivery, handler: Handler, span_name: str, max_deliver: int | None, inflight: _Inflight
 ) -> None:
     exc: BaseException | None = None
+    if not records_spans(bus.tracer):  # nobody sees spans: only the publisher's context, no span of ours
+        token = attach_message_context(d.headers)
+        try:
+            try:
+                await handler(d)
+            except Exception as e:
+                exc = e
+            await _settle_one(bus, d, exc, max_deliver, inflight)
+        finally:
+            detach_message_context(token)
+        return
     with consumer_span(bus.tracer, span_name, d.headers, {"messaging.destination": d.subject,
                                                          "messaging.sequence": d.stream_seq}) as span:
         try:
@@ -156,10 +167,15 @@ async def _handle_one(
         except Exception as e:
             exc = e
             span.record_exception(e)
-        outcome = classify(exc, deliveries=d.deliveries, max_deliver=max_deliver)
-        if outcome.action is not Action.ACK:
-            _log_outcome(bus, d, exc, outcome)
-        await inflight.settle(bus, d, outcome)
+        await _settle_one(bus, d, exc, max_deliver, inflight)
+
+
+async def _settle_one(bus: Bus, d: Delivery, exc: BaseException | None, max_deliver: int | None,
+                      inflight: _Inflight) -> None:
+    outcome = classify(exc, deliveries=d.deliveries, max_deliver=max_deliver)
+    if outcome.action is not Action.ACK:
+        _log_outcome(bus, d, exc, outcome)
+    await inflight.settle(bus, d, outcome)
 
 
 async def _pull_loop(
@@ -269,9 +285,13 @@ async def consume_batches(
     span_name = f"consume-batch {stream}/{durable}"
     inflight = _Inflight()
 
+    recording = records_spans(tracer)
+
     async def process(deliveries: list[Delivery]) -> None:
-        contexts = (get_current_span(extract_context(d.headers)).get_span_context() for d in deliveries[:128])
-        links = [Link(c) for c in contexts if c.is_valid]
+        links: list[Link] = []
+        if recording:
+            contexts = (get_current_span(extract_context(d.headers)).get_span_context() for d in deliveries[:128])
+            links = [Link(c) for c in contexts if c.is_valid]
         with tracer.start_as_current_span(span_name, links=links, attributes={"messaging.batch.size": len(deliveries)}):
             try:
                 results: Sequence[BaseException | None] = await handler_batch(deliveries)

@@ -20,7 +20,7 @@ from nats.js import api
 from nats.nuid import NUID
 
 from kq import subjects
-from kq.obs import consumer_span
+from kq.obs import attach_message_context, detach_message_context
 from kq.runtime.consume import now_rfc3339
 from kq.runtime.delivery import Delivery
 from kq.runtime.errors import Action, DeadLetter, PermanentError, classify
@@ -122,27 +122,32 @@ class Replay:
                     await js.delete_consumer(self.stream, cfg.name or "")
 
     async def _handle(self, d: Delivery) -> None:
-        """Ordered: a temporary failure is retried in place; a permanent one is dead-lettered and skipped."""
-        span_name = f"replay {self.stream}"
+        """Ordered: a temporary failure is retried in place; a permanent one is dead-lettered and skipped.
+
+        No span per replayed message (a service replays every record of what it follows, most of them
+        of no interest to it: a span each cost as much as handling one). The handler runs in the
+        publisher's trace context when the message carries one, so whatever it decides and publishes
+        (a decision's own span) joins that trace."""
         while True:
-            with consumer_span(self._bus.tracer, span_name, d.headers, {"messaging.destination": d.subject}) as span:
-                try:
-                    await self._handler(d)
-                    return
-                except Exception as e:
-                    span.record_exception(e)
-                    outcome = classify(e)
-                    if outcome.action is Action.NAK:
-                        self._bus.log.warning("replay handler will retry", subject=d.subject, error=outcome.error)
-                        await self._bus.clock.sleep(outcome.delay_s)
-                        continue
-                    self._bus.log.error(
-                        "replay handler failed; dead-lettered and skipped",
-                        subject=d.subject, seq=d.stream_seq, error_type=outcome.error_type, error=outcome.error,
-                        exc_info=None if isinstance(e, PermanentError) else e,
-                    )
-                    await self._dead_letter(d, outcome.error_type, outcome.error)
-                    return
+            token = attach_message_context(d.headers)
+            try:
+                await self._handler(d)
+                return
+            except Exception as e:
+                outcome = classify(e)
+                if outcome.action is Action.NAK:
+                    self._bus.log.warning("replay handler will retry", subject=d.subject, error=outcome.error)
+                    await self._bus.clock.sleep(outcome.delay_s)
+                    continue
+                self._bus.log.error(
+                    "replay handler failed; dead-lettered and skipped",
+                    subject=d.subject, seq=d.stream_seq, error_type=outcome.error_type, error=outcome.error,
+                    exc_info=None if isinstance(e, PermanentError) else e,
+                )
+                await self._dead_letter(d, outcome.error_type, outcome.error)
+                return
+            finally:
+                detach_message_context(token)
 
     async def _dead_letter(self, d: Delivery, error_type: str, error: str) -> None:
         bus = self._bus

@@ -257,3 +257,39 @@ def test_no_replacement_inside_the_required_domain_is_a_failure() -> None:
     assert not reply.placed and held is None and reply.reason == "NoReplacement"
     assert "x3" in reply.message
     assert sorted(h.values[-1] for h in w.solver.holds["ns/a"].pod_sets) == ["x2", "x3"]  # unchanged
+
+
+def test_a_workload_without_a_topology_assignment_is_not_decoded() -> None:
+    """Where no flavor is topology-aware, every Workload would decode only to change nothing: a record
+    without a topologyAssignment that the world holds nothing for is skipped (its sequence counts)."""
+    w = world()
+    # Not a Workload the API types accept: decoding it would raise.
+    w.apply_record(rec("workload", {"metadata": {"name": "plain", "uid": "u"}, "spec": {"podSets": "?"}},
+                       ns="ns"), seq=7)
+    assert w.workload_seq == 7 and not w.confirmed
+
+
+def test_a_workload_that_stops_holding_its_placement_is_released() -> None:
+    """The skip must not keep a stale hold: once a workload holds a placement, every later record of it
+    (now without a topologyAssignment, or its deletion) goes through."""
+    w = world()
+    w.apply_record(rec("workload", admitted("low", "x4", 1, "2"), ns="ns"), seq=1)
+    assert not w.solve(request("b", 1, cpu=2000, required=LEVELS[2]), now=1.0)[0].placed
+    released = admitted("low", "x4", 1, "2", released=True)
+    assert b"topologyAssignment" not in msgspec.json.encode(released)
+    w.apply_record(rec("workload", released, ns="ns"), seq=2)
+    assert domains(w.solve(request("c", 1, cpu=2000, required=LEVELS[2]), now=2.0)[0]) == [(("x4",), 1)]
+    w.apply_record(rec("workload", admitted("d", "x1", 1, "1"), ns="ns"), seq=3)
+    assert "ns/d" in w.confirmed
+    w.apply_record(rec("workload", {"metadata": {"name": "d", "uid": "uid-d"}}, ns="ns", deleted=True), seq=4)
+    assert "ns/d" not in w.confirmed and "ns/d" not in w.solver.holds
+
+
+def test_our_answer_for_a_workload_recreated_without_a_placement_is_dropped() -> None:
+    w = world()
+    reply, held = w.solve(request("e", 1, cpu=2000, required=LEVELS[2]), now=1.0)
+    assert reply.placed and held is not None and "ns/e" in w.handed_out
+    again = admitted("e", "x4", 1, "2", released=True)
+    again["metadata"]["uid"] = "uid-e-2"  # deleted and created again: our answer was for the old one
+    w.apply_record(rec("workload", again, ns="ns"), seq=5)
+    assert "ns/e" not in w.handed_out
