@@ -10,7 +10,7 @@ import asyncio
 import time
 
 from kq import subjects
-from kq.messages import Command, DeactivateWorkload, command_subject_of
+from kq.messages import Command, DeactivateWorkload, command_msg_id, command_subject_of
 from kq.mirror import MirrorView
 from kq.obs import get_logger
 from kq.runtime import Bus, Delivery, OutMsg
@@ -47,6 +47,6 @@ async def run_guard(bus: Bus, workers: tuple[str, ...], core: Settings, epoch: i
                     log.warning("copy stopped: manager lease expired", worker=w, workload=f"{md.namespace}/{md.name}",
                                 lease=lease)
             if cmds:
-                await bus.publish_many([OutMsg(command_subject_of(c), c, c.id)
+                await bus.publish_many([OutMsg(command_subject_of(c), c, command_msg_id(c))
                                         for c in cmds])
             await asyncio.sleep(period)

@@ -35,6 +35,7 @@ from kq.messages import (
     SyncJobSetStatus,
     SyncJobStatus,
     SyncObjectStatus,
+    command_msg_id,
     command_subject_of,
 )
 from kq.mirror import MirrorView, ObjectRecord
@@ -191,7 +192,7 @@ class Term:
                 await self._follow_workloads()
             fence = Fence(id=f"dispatcher-fence:{self.manager}:{self.epoch}", cluster=self.manager, writer=WRITER,
                           epoch=self.epoch)
-            await self.bus.publish(command_subject_of(fence), fence, msg_id=fence.id)
+            await self.bus.publish(command_subject_of(fence), fence, msg_id=command_msg_id(fence))
             if self.external is not None:
                 tg.create_task(self.external.run(), name="dispatcher:external")
             if self.workers:
@@ -453,7 +454,7 @@ class Term:
 
     async def _send(self, cmds: list[Command]) -> None:
         if cmds:
-            await self.bus.publish_many([OutMsg(command_subject_of(c), c, c.id)
+            await self.bus.publish_many([OutMsg(command_subject_of(c), c, command_msg_id(c))
                                          for c in cmds])
 
     async def _delete_copies_of(self, key: NsName, uid: str) -> None:

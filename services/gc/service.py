@@ -25,7 +25,7 @@ from kq.api.registry import decode_object
 from kq.config import Config, ConfigError, duration_seconds
 from kq.kube import KubeClient, KubeError, NotFound
 from kq.kubeconfigs import KubeconfigError
-from kq.messages import DeleteWorkload, command_subject_of
+from kq.messages import DeleteWorkload, command_msg_id, command_subject_of
 from kq.mirror import MirrorView
 from kq.obs import get_logger
 from kq.remote_clusters import KubeconfigSource
@@ -126,7 +126,7 @@ class Sweeper:
             cmds.append(DeleteWorkload(id=f"gc-retention:{md.uid}", cluster=self.manager, writer=WRITER,
                                        namespace=md.namespace, name=md.name, uid=md.uid, reason=reason))
         if cmds:
-            await self.bus.publish_many([OutMsg(command_subject_of(c), c, c.id)
+            await self.bus.publish_many([OutMsg(command_subject_of(c), c, command_msg_id(c))
                                          for c in cmds])
 
 

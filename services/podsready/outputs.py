@@ -17,6 +17,7 @@ from kq.messages import (
     FinishRequeueBackoff,
     TimerMessage,
     WorkloadEvictedEvent,
+    command_msg_id,
     command_subject_of,
 )
 from kq.runtime import OutMsg
@@ -28,7 +29,7 @@ EVICTED_BY_PODS_READY_TIMEOUT = "PodsReadyTimeout"
 
 
 def _out(cmd: Command) -> OutMsg:
-    return OutMsg(command_subject_of(cmd), cmd, f"{WRITER}:{cmd.cluster}:{cmd.id}")
+    return OutMsg(command_subject_of(cmd), cmd, command_msg_id(cmd))
 
 
 def fence(cluster: str, epoch: int) -> OutMsg:

@@ -402,6 +402,16 @@ def command_subject_of(cmd: Command) -> str:
     return subjects.command_subject(cmd.cluster, command_kind(cmd), cmd.writer)
 
 
+def command_msg_id(cmd: Command) -> str:
+    """The JetStream message id of `cmd`: deterministic within one term, new with each epoch.
+
+    Without the epoch, a decision refused as StaleEpoch (sent by a term that had just lost its
+    lease) and the same decision sent again by the next term share an id: the stream's duplicate
+    window drops the second as a repeat, so it is never carried out (kq chaos found a workload
+    finished on its worker that the manager never finished)."""
+    return f"{cmd.writer}|e{cmd.epoch}|{cmd.cluster}|{cmd.id}"
+
+
 class TimerMessage(msgspec.Struct, frozen=True, kw_only=True):
     """The body of a service's durable timer (KQ_TIMERS): when it was set for (RFC 3339 with
     milliseconds) and what for, so the firing needs no parsing of subjects."""

@@ -79,7 +79,7 @@ def test_decisions_become_typed_commands(decision, kind) -> None:
     out = outputs.command(decision, epoch=7)
     cmd = command_decoder.decode(encoder.encode(out.payload))
     assert isinstance(cmd, kind) and cmd.epoch == 7 and cmd.writer == "podsready" and cmd.uid == "u"
-    assert out.subject == "kq.v1.cmd.c1.workload.podsready" and out.msg_id == f"podsready:c1:{decision.id}"
+    assert out.subject == "kq.v1.cmd.c1.workload.podsready" and out.msg_id == f"podsready|e7|c1|{decision.id}"
     if isinstance(cmd, EvictWorkload):
         assert cmd.reason == "PodsReadyTimeout" and cmd.requeue_state is not None and cmd.requeue_state.count == 1
 
