@@ -139,6 +139,11 @@ NOT_EXERCISED: dict[str, set[tuple[str, str, str]]] = {
             ("ray.io", ("rayjobs", "rayclusters")), ("trainer.kubeflow.org", ("trainjobs",)),
             ("workload.codeflare.dev", ("appwrappers",))) for r in rs),
         *(("trainer.kubeflow.org", r, "get") for r in ("trainingruntimes", "clustertrainingruntimes")),
+        # MultiKueue: a manager Kubeflow, Ray, Trainer or AppWrapper job's status synced from its worker
+        *((g, f"{r}/status", v) for g, rs in (
+            ("kubeflow.org", ("pytorchjobs", "tfjobs", "xgboostjobs", "paddlejobs", "jaxjobs", "mpijobs")),
+            ("ray.io", ("rayjobs", "rayclusters")), ("trainer.kubeflow.org", ("trainjobs",)),
+            ("workload.codeflare.dev", ("appwrappers",))) for r in rs for v in ("get", "patch", "update")),
     },
     "dispatcher": set(),
     "gc": set(),  # gc reads a MultiKueueCluster's kubeconfig on its first sweep
