@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from kq.api.fields import normalise_quantities
 from kq.api.meta import Condition
 from kq.api.registry import decode_object
 from services.watcher.core.writes import Skip, Write, patch_write
@@ -35,14 +36,24 @@ STATUS_CONDITION: dict[str, tuple[str, str]] = {
 _AT = re.compile(r"^(?P<what>.*) - at `\$(?P<path>[^`]*)`$", re.DOTALL)
 _NAMED = re.compile(r"(?:unknown|missing required) field `(?P<field>[^`]*)`")
 _MAX_MESSAGE = 1024
+# Kinds whose quantities (quotas, limits) are checked beyond their shape: "lots" decodes as a
+# string, and admission would only drop the object. Only the queue tree's kinds: they are few
+# records, where a second decode costs nothing; a Workload's are checked by admission.
+_QUANTITIES_CHECKED = frozenset({"clusterqueue", "cohort"})
 
 
 def decode_or_error(kind: str, raw: bytes) -> tuple[Any | None, str | None]:
     """(the typed object, None) or (None, a message naming the field that does not fit)."""
     try:
-        return decode_object(kind, raw), None
+        obj = decode_object(kind, raw)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         return None, describe(str(e))
+    if kind in _QUANTITIES_CHECKED:
+        _, errors = normalise_quantities(msgspec.json.decode(raw), type(obj))
+        if errors:
+            text = "; ".join(str(e) for e in errors)
+            return None, text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+    return obj, None
 
 
 def describe(error: str) -> str:

@@ -36,6 +36,14 @@ def test_the_message_names_the_field_where_msgspec_put_it() -> None:
     assert error is not None and error.startswith("spec.resourceGroups[0].flavors[0].resources[0].nominalQouta: ")
 
 
+def test_a_quota_that_is_no_quantity_is_named_though_it_decodes_as_a_string() -> None:
+    obj, error = decode_or_error("clusterqueue", msgspec.json.encode(_cq({"name": "cpu", "nominalQuota": "lots"})))
+    assert obj is None and error is not None
+    assert error.startswith("spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: ")
+    ok, none = decode_or_error("clusterqueue", msgspec.json.encode(_cq({"name": "cpu", "nominalQuota": "4"})))
+    assert ok is not None and none is None
+
+
 def test_the_condition_is_set_once_beside_the_rest_of_the_status() -> None:
     other = {"type": "Other", "status": "True", "reason": "R", "message": "", "lastTransitionTime": NOW}
     obj = _cq({"name": "cpu", "nominalQouta": "4"}, [other])
