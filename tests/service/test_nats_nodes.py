@@ -1,7 +1,7 @@
 """The local stack's replicated, closed bus without kq's services (`kq up --secure --nats-cluster 3`):
 three real nats-server nodes whose routes are mutual TLS form one JetStream cluster; kq's streams
 are created R3 through a service's user; with one node killed the other two keep accepting
-writes, and the node started again on its ports and store catches up with what it missed."""
+writes (the stream's leader among them: the publish outlasts the election), and the node started again on its ports and store catches up with what it missed."""
 
 from __future__ import annotations
 
@@ -47,7 +47,9 @@ async def test_a_closed_three_node_bus_keeps_r3_streams_through_a_node_kill(tmp_
             subject = subjects.event_subject("manager", "workload", "ns", "w")
             await bus.publish(subject, b"before", msg_id="before")
 
-            victim = node_name(1)
+            # The stream's leader dies: the other two elect a new one and the publish waits for it.
+            assert info.cluster is not None and info.cluster.leader is not None
+            victim = node_name(int(info.cluster.leader.removeprefix("kq-")))
             popen = nodes.process(victim)
             assert popen is not None
             popen.kill()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta, timezone
 
 import msgspec
@@ -11,6 +12,7 @@ from nats.js.errors import NoStreamResponseError
 from support.wait import eventually
 
 from kq import subjects
+from kq.clock import FakeClock
 from kq.runtime import Bus, OutMsg
 from kq.runtime.bus import schedule_time
 from kq.runtime.streams import LEASE_STREAM, MK_ALL
@@ -133,5 +135,30 @@ async def test_publish_batch_stores_every_message_once(bus: Bus) -> None:
 async def test_publish_batch_retries_what_the_stream_refused(bus: Bus) -> None:
     # Not in any stream: no ack comes (no responders), so each is published again the careful way,
     # which then fails loudly instead of being dropped.
+    bus.publish_retry_s = 0.5
     with pytest.raises(NoStreamResponseError):
         await bus.publish_batch([OutMsg("kq.v1.nowhere.x", b"x", "nowhere-1")], timeout_s=0.5)
+
+
+async def test_publish_outlasts_a_stream_without_a_leader_and_then_gives_up(bus: Bus) -> None:
+    # No stream answers for a while, as while an R3 stream elects a new leader after its node died:
+    # the publish keeps retrying within its budget and lands once a stream answers; past the budget
+    # it fails loudly. Time is fake, so the retries' sleeps are what the test steps through.
+    clock = FakeClock()
+    slow = Bus(bus.nc, bus.config, "test-slow", clock=clock, publish_retry_s=5.0)
+    subject = "kq.v1.later.x"
+    task = asyncio.create_task(slow.publish(subject, b"x", msg_id="later-1"))
+    await eventually(lambda: clock.sleepers == 1, timeout=5.0, what="the first retry's back-off")
+    await clock.advance(3.0)
+    assert not task.done()  # still inside its budget
+    await bus.js.add_stream(api.StreamConfig(name="LATER", subjects=["kq.v1.later.>"]))
+    await clock.advance(2.0)
+    ack = await asyncio.wait_for(task, timeout=5.0)
+    assert ack.stream == "LATER" and ack.seq == 1
+
+    lost = asyncio.create_task(slow.publish("kq.v1.nowhere.y", b"y", msg_id="nowhere-2"))
+    await eventually(lambda: clock.sleepers == 1, timeout=5.0, what="the first retry's back-off")
+    for _ in range(10):
+        await clock.advance(1.0)
+    with pytest.raises(NoStreamResponseError):
+        await asyncio.wait_for(lost, timeout=5.0)

@@ -99,7 +99,7 @@ class Bus:
         instance: str = "0",
         tracer_provider: TracerProvider | None = None,
         publish_timeout_s: float = 5.0,
-        publish_attempts: int = 4,
+        publish_retry_s: float = 20.0,
         clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.nc = nc
@@ -110,7 +110,9 @@ class Bus:
         self.instance = instance
         self.tracer: Tracer = (tracer_provider or NoOpTracerProvider()).get_tracer("kq.runtime")
         self.publish_timeout_s = publish_timeout_s
-        self.publish_attempts = publish_attempts
+        # How long a publish keeps retrying: long enough for an R3 stream to elect a new leader after
+        # its leader's node died (NATS's raft election timeout is 4-9 s), as short as the old 4 x 5 s.
+        self.publish_retry_s = publish_retry_s
         self.status = "starting"  # reported by the health responder; see mark_ready
         self.metrics = ProcessMetrics()  # this process's Prometheus metrics (served by kq.runtime.http)
         self.log = get_logger("kq.bus", service=name, instance=instance)
@@ -198,20 +200,23 @@ class Bus:
         msg_id: str | None,
         headers: Mapping[str, str] | None = None,
     ) -> PubAck:
-        """Publish to JetStream and wait for the PubAck; retried on timeouts (deduplicated by msg_id)."""
+        """Publish to JetStream and wait for the PubAck; retried on timeouts and while no stream leader
+        answers, for up to publish_retry_s (deduplicated by msg_id)."""
         data = encode_payload(payload)
         hdrs = self._headers(msg_id, headers)
+        deadline = self.clock.monotonic() + self.publish_retry_s
         delay = 0.1
-        for attempt in range(1, self.publish_attempts + 1):
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 return await self.js.publish(subject, data, headers=hdrs, timeout=self.publish_timeout_s)
             except _RETRYABLE as e:
-                if attempt == self.publish_attempts:
+                if self.clock.monotonic() + delay >= deadline:
                     raise
                 self.log.warning("publish retry", subject=subject, attempt=attempt, error=repr(e))
                 await self.clock.sleep(delay)
-                delay = min(delay * 3, 2.0)
-        raise AssertionError("unreachable")
+                delay = min(delay * 2, 1.0)
 
     async def publish_many(self, msgs: Iterable[OutMsg]) -> list[PubAck]:
         """Publish many concurrently (one write each, acks awaited together); failed ones are
