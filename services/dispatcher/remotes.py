@@ -33,6 +33,12 @@ OnChange = Callable[[str, set[NsName]], None]  # cluster, manager workload keys 
 OnState = Callable[[str], None]
 
 
+def _rv(text: str) -> int | None:
+    """A resourceVersion as the number it is on API servers (etcd's revision) and kubesim, where
+    one cluster's versions are ordered across its objects; None when it is not one."""
+    return int(text) if text.isdigit() else None
+
+
 class RemoteCluster:
     def __init__(self, name: str, source: KubeConfig | None, loader: KubeconfigSource, origin: str,
                  on_change: OnChange, on_state: OnState, *, retry_base_s: float, retry_max_s: float,
@@ -54,6 +60,7 @@ class RemoteCluster:
         self.job_kinds = kinds  # what runs a copy: MultiKueue's adapters the manager enables
         self.jobs: dict[str, dict[NsName, RemoteJob]] = {kind: {} for kind in kinds}
         self._job_index: dict[NsName, set[tuple[str, str, str]]] = {}  # workload -> (kind, ns, name); may be stale
+        self._seen: dict[str, int] = {}  # kind -> the newest resourceVersion its list or watch delivered
         self.kinds: tuple[str, ...] = kinds  # job kinds the worker serves (no JobSet CRD: no "jobset")
         self.log = get_logger("kq.dispatcher.remote", cluster=name)
 
@@ -148,6 +155,8 @@ class RemoteCluster:
     async def _relist(self, kind: str) -> str:
         assert self.client is not None
         raws, rv = await self.client.list(kind, label_selector=self.selector)
+        self._seen.pop(kind, None)  # assigned, not raised: a worker's API server may have started over
+        self._saw(kind, rv)
         table: dict[NsName, Any] = {}
         for raw in raws:
             obj = decode_object(kind, raw)
@@ -179,6 +188,7 @@ class RemoteCluster:
                                                   timeout_s=self.watch_timeout_s):
                     obj = decode_object(kind, ev.raw)
                     rv = obj.metadata.resource_version or rv
+                    self._saw(kind, rv)
                     if ev.type == "BOOKMARK":
                         continue
                     table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
@@ -193,11 +203,35 @@ class RemoteCluster:
             except Gone:
                 rv = await self._relist(kind)
 
-    def remember(self, kind: str, raw: bytes) -> None:
-        """What our own create returned, so a decision before the watch echo sees it."""
+    def remember(self, kind: str, raw: bytes) -> bool:
+        """What our own create or patch returned, so a decision before the watch's echo sees it.
+
+        The answer can be read after the watch delivered later versions (the worker admitted the
+        copy within the few milliseconds the dispatcher took to read its answer): written over
+        them, the copy looked pending for good, as nothing else happens to an admitted copy until
+        it wins. So it never replaces a newer version, and an object the watch went past without
+        holding was deleted. Returns whether it was taken."""
         obj = decode_object(kind, raw)
         table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
-        table[(obj.metadata.namespace, obj.metadata.name)] = obj
+        key = (obj.metadata.namespace, obj.metadata.name)
+        if not self._newer(kind, table.get(key), obj.metadata.resource_version):
+            return False
+        table[key] = obj
         if kind != "workload":
             self._index_job(kind, obj)
+        return True
+
+    def _newer(self, kind: str, held: Any, resource_version: str) -> bool:
+        """Whether an object at this resourceVersion is newer than what the list and watch gave."""
+        rv = _rv(resource_version)
+        if held is not None:  # the watch's (or an earlier answer's) version stands unless this one is later
+            held_rv = _rv(held.metadata.resource_version)
+            return rv is not None and held_rv is not None and rv > held_rv
+        seen = self._seen.get(kind)
+        return rv is None or seen is None or rv > seen
+
+    def _saw(self, kind: str, resource_version: str) -> None:
+        rv = _rv(resource_version)
+        if rv is not None and rv > self._seen.get(kind, -1):
+            self._seen[kind] = rv
 

@@ -1,0 +1,90 @@
+"""The dispatcher's view of a worker (services/dispatcher/remotes.py) against kubesim: the answer to
+its own create, read after the watch delivered later versions, never replaces them.
+
+The 15,000-job benchmark's straggler: three copies admitted on their workers within the
+milliseconds the dispatcher took to read its creates' answers; the answers (no status) were
+written over the admitted versions, and as nothing else happens to an admitted copy until it
+wins, the manager's check stayed Pending until the dispatcher was restarted."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.kubesim_fixtures import SimSpec
+from support.wait import eventually
+
+from kq.api import constants as k
+from kq.api.kueue import KubeConfig, Workload
+from kq.api.meta import condition_is_true
+from kq.kube import KubeClient
+from kq.remote_clusters import KubeconfigSource
+from kubesim.server import KubeSim
+from services.dispatcher.remotes import RemoteCluster
+
+KUBESIM = SimSpec(namespaces=("ns",))
+NsName = tuple[str, str]
+
+
+def copy_doc(name: str) -> dict[str, Any]:
+    return {"apiVersion": k.KUEUE_API_VERSION, "kind": "Workload",
+            "metadata": {"name": name, "namespace": "ns", "labels": {k.MULTIKUEUE_ORIGIN_LABEL: "mk"}},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]}}
+
+
+ADMITTED = {"status": {"conditions": [
+    {"type": k.WORKLOAD_QUOTA_RESERVED, "status": "True", "reason": "QuotaReserved", "message": "",
+     "lastTransitionTime": "2026-01-01T00:00:00Z"},
+    {"type": k.WORKLOAD_ADMITTED, "status": "True", "reason": "Admitted", "message": "",
+     "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+
+
+def admitted(wl: Workload | None) -> bool:
+    return wl is not None and condition_is_true(wl.status.conditions, k.WORKLOAD_ADMITTED)
+
+
+@pytest.fixture
+async def remote(sim: KubeSim, tmp_path: Path, kube: KubeClient) -> AsyncIterator[RemoteCluster]:
+    path = sim.kubeconfig("c1", tmp_path / "worker.kubeconfig")
+    changed: list[set[NsName]] = []
+    rc = RemoteCluster("c1", KubeConfig(location=str(path), location_type="Path"), KubeconfigSource(None, "kq-system"),
+                       "mk", lambda _c, keys: changed.append(keys), lambda _c: None,
+                       retry_base_s=0.05, retry_max_s=0.2, watch_timeout_s=5.0)
+    task = asyncio.create_task(rc.run())
+    try:
+        await eventually(lambda: rc.available, timeout=10.0, what="connected and listed")
+        yield rc
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_create_answer_read_after_the_watch_moved_on_does_not_hide_the_admission(
+        kube: KubeClient, remote: RemoteCluster) -> None:
+    answer = await kube.create("workload", "ns", copy_doc("w1"))
+    await kube.patch("workload", "ns", "w1", ADMITTED, patch_type="merge", subresource="status")
+    await eventually(lambda: admitted(remote.workloads.get(("ns", "w1"))), what="the watch delivered the admission")
+    assert not remote.remember("workload", answer)  # the dispatcher reads its create's answer only now
+    assert admitted(remote.workloads.get(("ns", "w1")))
+
+
+async def test_a_create_answer_for_a_copy_already_deleted_does_not_bring_it_back(
+        kube: KubeClient, remote: RemoteCluster) -> None:
+    answer = await kube.create("workload", "ns", copy_doc("w2"))
+    await eventually(lambda: ("ns", "w2") in remote.workloads, what="the watch delivered the copy")
+    await kube.delete("workload", "ns", "w2")
+    await eventually(lambda: ("ns", "w2") not in remote.workloads, what="the watch delivered the deletion")
+    assert not remote.remember("workload", answer)
+    assert ("ns", "w2") not in remote.workloads
+
+
+async def test_the_answer_to_a_later_write_is_taken_before_its_echo(kube: KubeClient, remote: RemoteCluster) -> None:
+    await kube.create("workload", "ns", copy_doc("w3"))
+    await eventually(lambda: ("ns", "w3") in remote.workloads, what="the watch delivered the copy")
+    patched = await kube.patch("workload", "ns", "w3", ADMITTED, patch_type="merge", subresource="status")
+    remote.remember("workload", patched)  # taken, unless the watch delivered the same version first
+    assert admitted(remote.workloads.get(("ns", "w3")))
