@@ -42,7 +42,7 @@ def _rv(text: str) -> int | None:
 class RemoteCluster:
     def __init__(self, name: str, source: KubeConfig | None, loader: KubeconfigSource, origin: str,
                  on_change: OnChange, on_state: OnState, *, retry_base_s: float, retry_max_s: float,
-                 watch_timeout_s: float, kinds: tuple[str, ...] = JOB_TOKENS) -> None:
+                 watch_timeout_s: float, kinds: tuple[str, ...] = JOB_TOKENS, call_timeout_s: float = 30.0) -> None:
         self.name = name
         self.source = source
         self.loader = loader
@@ -52,6 +52,7 @@ class RemoteCluster:
         self.retry_base_s = retry_base_s
         self.retry_max_s = retry_max_s
         self.watch_timeout_s = watch_timeout_s
+        self.call_timeout_s = call_timeout_s  # bounds a connect and a list (the client bounds each request)
         self.state: ClusterState = CONNECTING
         self.available = False
         self.lost_since: float | None = None  # wall time it was last known connected
@@ -100,10 +101,16 @@ class RemoteCluster:
         delay = self.retry_base_s
         while True:
             try:
-                self.client = await self.loader.connect(self.source, self.origin)
+                async with asyncio.timeout(self.call_timeout_s):  # a kubeconfig's exec plugin may hang
+                    self.client = await self.loader.connect(self.source, self.origin)
             except (KubeconfigError, ValueError) as e:
                 self._set_state(ClusterState(active=False, reason=BAD_KUBECONFIG,
                                              message=f"load client config failed: {e}"), False)
+                await asyncio.sleep(self.retry_max_s)
+                continue
+            except TimeoutError:
+                self._set_state(ClusterState(active=False, reason=CONNECTION_FAILED,
+                                             message="load client config timed out"), False)
                 await asyncio.sleep(self.retry_max_s)
                 continue
             try:
@@ -111,6 +118,9 @@ class RemoteCluster:
             except (KubeError, msgspec.ValidationError, msgspec.DecodeError) as e:
                 msg = f"{type(e).__name__}: HTTP {e.status}" if isinstance(e, KubeError) else "undecodable object"
                 self._set_state(ClusterState(active=False, reason=CONNECTION_FAILED, message=msg), False)
+            except Exception as e:  # noqa: BLE001 - ending here would leave the view frozen and `available` for good
+                self.log.warning("connection failed unexpectedly; reconnecting", error=type(e).__name__)
+                self._set_state(ClusterState(active=False, reason=CONNECTION_FAILED, message=type(e).__name__), False)
             finally:
                 client, self.client = self.client, None
                 if client is not None:
@@ -154,7 +164,8 @@ class RemoteCluster:
 
     async def _relist(self, kind: str) -> str:
         assert self.client is not None
-        raws, rv = await self.client.list(kind, label_selector=self.selector)
+        async with asyncio.timeout(self.call_timeout_s):
+            raws, rv = await self.client.list(kind, label_selector=self.selector)
         self._seen.pop(kind, None)  # assigned, not raised: a worker's API server may have started over
         self._saw(kind, rv)
         table: dict[NsName, Any] = {}

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import time
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from kq import subjects
 from kq.api import constants as k
 from kq.api.core import JobSetStatus, JobStatus
 from kq.api.kueue import AdmissionCheck, MultiKueueCluster, MultiKueueConfig, Workload
-from kq.kube import AlreadyExists, KubeClient, KubeError, NotFound
+from kq.kube import AlreadyExists, KubeClient, NotFound
 from kq.messages import (
     Command,
     Fence,
@@ -266,7 +267,8 @@ class Term:
             await self._stop_remote(name)
             rc = RemoteCluster(name, src, self.loader, self.core.origin, self._on_remote_change, self._on_remote_state,
                                retry_base_s=self.settings.retry_base_s, retry_max_s=self.settings.retry_max_s,
-                               watch_timeout_s=self.settings.watch_timeout_s, kinds=self.core.kinds)
+                               watch_timeout_s=self.settings.watch_timeout_s, kinds=self.core.kinds,
+                               call_timeout_s=self.settings.remote_call_timeout_s)
             self.remotes[name], self._sources[name] = rc, src
             self._remote_tasks[name] = asyncio.create_task(rc.run(), name=f"remote:{name}")
         for name in [n for n in self.remotes if n not in mkcs]:
@@ -473,7 +475,8 @@ class Term:
         if rc is None or rc.client is None or not rc.available:
             return
         try:
-            raw = await rc.client.create(kind, ns, body)
+            async with asyncio.timeout(self.settings.remote_call_timeout_s):
+                raw = await rc.client.create(kind, ns, body)
         except AlreadyExists:
             return
         rc.remember(kind, raw)
@@ -484,7 +487,8 @@ class Term:
             return
         try:
             lease = {"metadata": {"annotations": {LEASE_ANNOTATION: _stamp(until)}}}
-            raw = await rc.client.patch("workload", ns, name, lease, patch_type="merge")
+            async with asyncio.timeout(self.settings.remote_call_timeout_s):
+                raw = await rc.client.patch("workload", ns, name, lease, patch_type="merge")
         except NotFound:
             return
         rc.remember("workload", raw)
@@ -494,14 +498,9 @@ class Term:
         if rc is None or rc.client is None or not rc.available:
             return
         found = rc.job_for(ns, name)
-        try:
+        async with asyncio.timeout(self.settings.remote_call_timeout_s):  # a hang would hold the workload for good
             if found is not None:
-                await rc.client.delete(found[0], ns, found[1].metadata.name, propagation="Background")
-        except NotFound:
-            pass
-        try:
-            await rc.client.delete("workload", ns, name, propagation="Background")
-        except NotFound:
-            pass
-        except KubeError:
-            raise
+                with contextlib.suppress(NotFound):
+                    await rc.client.delete(found[0], ns, found[1].metadata.name, propagation="Background")
+            with contextlib.suppress(NotFound):
+                await rc.client.delete("workload", ns, name, propagation="Background")
