@@ -33,6 +33,19 @@ OnChange = Callable[[str, set[NsName]], None]  # cluster, manager workload keys 
 OnState = Callable[[str], None]
 
 
+class _ListedMeta(msgspec.Struct, frozen=True, rename="camel"):
+    namespace: str = ""
+    name: str = ""
+    resource_version: str = ""
+
+
+class _Listed(msgspec.Struct, frozen=True):
+    metadata: _ListedMeta = _ListedMeta()
+
+
+_listed = msgspec.json.Decoder(_Listed)  # a resync compares versions without decoding every object
+
+
 def _rv(text: str) -> int | None:
     """A resourceVersion as the number it is on API servers (etcd's revision) and kubesim, where
     one cluster's versions are ordered across its objects; None when it is not one."""
@@ -42,7 +55,8 @@ def _rv(text: str) -> int | None:
 class RemoteCluster:
     def __init__(self, name: str, source: KubeConfig | None, loader: KubeconfigSource, origin: str,
                  on_change: OnChange, on_state: OnState, *, retry_base_s: float, retry_max_s: float,
-                 watch_timeout_s: float, kinds: tuple[str, ...] = JOB_TOKENS, call_timeout_s: float = 30.0) -> None:
+                 watch_timeout_s: float, kinds: tuple[str, ...] = JOB_TOKENS, call_timeout_s: float = 30.0,
+                 resync_s: float = 0.0) -> None:
         self.name = name
         self.source = source
         self.loader = loader
@@ -53,6 +67,7 @@ class RemoteCluster:
         self.retry_max_s = retry_max_s
         self.watch_timeout_s = watch_timeout_s
         self.call_timeout_s = call_timeout_s  # bounds a connect and a list (the client bounds each request)
+        self.resync_s = resync_s  # how often the view is checked against a list (0: never)
         self.state: ClusterState = CONNECTING
         self.available = False
         self.lost_since: float | None = None  # wall time it was last known connected
@@ -152,6 +167,8 @@ class RemoteCluster:
         self.kinds = tuple(kind for kind, rv in zip(self.job_kinds, found, strict=True) if rv is not None)
         self._set_state(CONNECTED, True)
         tasks = [asyncio.create_task(self._watch(kind, rv)) for kind, rv in rvs.items()]
+        if self.resync_s > 0:
+            tasks.append(asyncio.create_task(self._resync()))
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         finally:
@@ -213,6 +230,58 @@ class RemoteCluster:
                     self.on_change(self.name, self._keys(kind, [obj]))
             except Gone:
                 rv = await self._relist(kind)
+
+    async def _resync(self) -> None:
+        """Kubernetes' resync, as a check: every resync_s each kind is listed again and compared
+        with what the watch gave. Only where the watch has gone past the list's version can they
+        disagree, so a difference is an event lost or overwritten: it is logged, corrected, and its
+        workloads are reconciled. A failed list waits for the next round (the watch is the feed)."""
+        while True:
+            await asyncio.sleep(self.resync_s)
+            for kind in ("workload", *self.kinds):
+                try:
+                    names, touched = await self._check(kind)
+                except (KubeError, TimeoutError, msgspec.ValidationError, msgspec.DecodeError) as e:
+                    self.log.info("resync list failed", kind=kind, error=type(e).__name__)
+                    continue
+                if names:
+                    self.log.warning("view of the worker differed from its API server; corrected", kind=kind,
+                                     objects=len(names), first=names[:3])
+                    self.on_change(self.name, touched)
+
+    async def _check(self, kind: str) -> tuple[list[str], set[NsName]]:
+        """(ns/name of the objects the view had wrong, their workload keys), the view corrected."""
+        assert self.client is not None
+        async with asyncio.timeout(self.call_timeout_s):
+            raws, rv = await self.client.list(kind, label_selector=self.selector)
+        list_rv, seen = _rv(rv), self._seen.get(kind)
+        if list_rv is None or seen is None or seen < list_rv:
+            return [], set()  # the watch has not reached the list's point yet: next round
+        table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
+        listed: set[NsName] = set()
+        wrong: dict[NsName, Any] = {}  # key -> the listed object, or None: gone
+        for raw in raws:
+            meta = _listed.decode(raw).metadata
+            key = (meta.namespace, meta.name)
+            listed.add(key)
+            held = table.get(key)
+            held_rv = _rv(held.metadata.resource_version) if held is not None else None
+            if held_rv is not None and (got := _rv(meta.resource_version)) is not None and held_rv < got:
+                wrong[key] = decode_object(kind, raw)  # older than a version the watch went past
+        for key, held in table.items():
+            held_rv = _rv(held.metadata.resource_version)
+            if key not in listed and held_rv is not None and held_rv <= list_rv:
+                wrong[key] = None  # deleted before the list, yet still held
+        touched: set[NsName] = set()
+        for key, obj in wrong.items():
+            touched |= self._keys(kind, [o for o in (table.get(key), obj) if o is not None])
+            if obj is None:
+                table.pop(key, None)
+            else:
+                table[key] = obj
+                if kind != "workload":
+                    self._index_job(kind, obj)
+        return sorted(f"{ns}/{name}" for ns, name in wrong), touched
 
     def remember(self, kind: str, raw: bytes) -> bool:
         """What our own create or patch returned, so a decision before the watch's echo sees it.

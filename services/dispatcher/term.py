@@ -268,7 +268,7 @@ class Term:
             rc = RemoteCluster(name, src, self.loader, self.core.origin, self._on_remote_change, self._on_remote_state,
                                retry_base_s=self.settings.retry_base_s, retry_max_s=self.settings.retry_max_s,
                                watch_timeout_s=self.settings.watch_timeout_s, kinds=self.core.kinds,
-                               call_timeout_s=self.settings.remote_call_timeout_s)
+                               call_timeout_s=self.settings.remote_call_timeout_s, resync_s=self.settings.resync_s)
             self.remotes[name], self._sources[name] = rc, src
             self._remote_tasks[name] = asyncio.create_task(rc.run(), name=f"remote:{name}")
         for name in [n for n in self.remotes if n not in mkcs]:

@@ -20,6 +20,7 @@ from support.wait import eventually
 from kq.api import constants as k
 from kq.api.kueue import KubeConfig, Workload
 from kq.api.meta import condition_is_true
+from kq.api.registry import decode_object
 from kq.kube import KubeClient
 from kq.remote_clusters import KubeconfigSource
 from kubesim.server import KubeSim
@@ -48,12 +49,18 @@ def admitted(wl: Workload | None) -> bool:
 
 
 @pytest.fixture
-async def remote(sim: KubeSim, tmp_path: Path, kube: KubeClient) -> AsyncIterator[RemoteCluster]:
+def changed() -> list[set[NsName]]:
+    """The workload keys the view said it changed, call by call (the term reconciles those)."""
+    return []
+
+
+@pytest.fixture
+async def remote(sim: KubeSim, tmp_path: Path, kube: KubeClient,
+                 changed: list[set[NsName]]) -> AsyncIterator[RemoteCluster]:
     path = sim.kubeconfig("c1", tmp_path / "worker.kubeconfig")
-    changed: list[set[NsName]] = []
     rc = RemoteCluster("c1", KubeConfig(location=str(path), location_type="Path"), KubeconfigSource(None, "kq-system"),
                        "mk", lambda _c, keys: changed.append(keys), lambda _c: None,
-                       retry_base_s=0.05, retry_max_s=0.2, watch_timeout_s=5.0)
+                       retry_base_s=0.05, retry_max_s=0.2, watch_timeout_s=5.0, resync_s=0.2)
     task = asyncio.create_task(rc.run())
     try:
         await eventually(lambda: rc.available, timeout=10.0, what="connected and listed")
@@ -88,3 +95,20 @@ async def test_the_answer_to_a_later_write_is_taken_before_its_echo(kube: KubeCl
     patched = await kube.patch("workload", "ns", "w3", ADMITTED, patch_type="merge", subresource="status")
     remote.remember("workload", patched)  # taken, unless the watch delivered the same version first
     assert admitted(remote.workloads.get(("ns", "w3")))
+
+
+async def test_a_view_gone_wrong_is_corrected_by_the_next_resync(
+        kube: KubeClient, remote: RemoteCluster, changed: list[set[NsName]]) -> None:
+    answer = await kube.create("workload", "ns", copy_doc("w4"))
+    gone = await kube.create("workload", "ns", copy_doc("w5"))
+    await kube.patch("workload", "ns", "w4", ADMITTED, patch_type="merge", subresource="status")
+    await kube.delete("workload", "ns", "w5")
+    await eventually(lambda: admitted(remote.workloads.get(("ns", "w4"))) and ("ns", "w5") not in remote.workloads,
+                     what="the watch delivered the admission and the deletion")
+    # What a lost or overwritten event leaves behind: an older version, and a deleted copy still held.
+    remote.workloads[("ns", "w4")] = decode_object("workload", answer)
+    remote.workloads[("ns", "w5")] = decode_object("workload", gone)
+    changed.clear()
+    await eventually(lambda: admitted(remote.workloads.get(("ns", "w4"))) and ("ns", "w5") not in remote.workloads,
+                     timeout=10.0, what="the resync corrected the view")
+    assert {("ns", "w4"), ("ns", "w5")} <= set().union(*changed)  # and their workloads are reconciled
