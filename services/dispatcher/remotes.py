@@ -44,6 +44,7 @@ class _Listed(msgspec.Struct, frozen=True):
 
 
 _listed = msgspec.json.Decoder(_Listed)  # a resync compares versions without decoding every object
+_CATCH_UP_POLL_S = 0.25  # a resync waits for the watch to reach its list's version, looking this often
 
 
 def _rv(text: str) -> int | None:
@@ -242,7 +243,7 @@ class RemoteCluster:
                 try:
                     names, touched = await self._check(kind)
                 except (KubeError, TimeoutError, msgspec.ValidationError, msgspec.DecodeError) as e:
-                    self.log.info("resync list failed", kind=kind, error=type(e).__name__)
+                    self.log.info("resync skipped", kind=kind, error=type(e).__name__)
                     continue
                 if names:
                     self.log.warning("view of the worker differed from its API server; corrected", kind=kind,
@@ -254,9 +255,15 @@ class RemoteCluster:
         assert self.client is not None
         async with asyncio.timeout(self.call_timeout_s):
             raws, rv = await self.client.list(kind, label_selector=self.selector)
-        list_rv, seen = _rv(rv), self._seen.get(kind)
-        if list_rv is None or seen is None or seen < list_rv:
-            return [], set()  # the watch has not reached the list's point yet: next round
+        list_rv = _rv(rv)
+        if list_rv is None:
+            return [], set()
+        # Compared once the watch has reached the list's point (a bookmark at the latest); then a
+        # held version older than the listed one, or an object held that the list no longer has
+        # at a version before it, is wrong, whatever the watch delivered since.
+        async with asyncio.timeout(self.call_timeout_s):
+            while self._seen.get(kind, -1) < list_rv:
+                await asyncio.sleep(_CATCH_UP_POLL_S)
         table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
         listed: set[NsName] = set()
         wrong: dict[NsName, Any] = {}  # key -> the listed object, or None: gone
