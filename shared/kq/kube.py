@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 import ssl
 import urllib.request
 from collections.abc import AsyncGenerator, Mapping
@@ -34,6 +35,7 @@ import msgspec
 import yaml
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.config import load_kube_config, load_kube_config_from_dict
+from yarl import URL
 
 from kq.api.registry import kind_info
 
@@ -51,6 +53,7 @@ _USER_AGENT = "kq"
 # "the manager from a worker" can be simulated without cutting the worker's own control plane.
 REMOTE_USER_AGENT = "kq-multikueue"
 _encoder = msgspec.json.Encoder()
+_PLAIN_URL = re.compile(r"https?://[A-Za-z0-9.:\[\]/_-]*(\?[A-Za-z0-9._%&=+-]*)?")
 
 
 # --- typed errors ------------------------------------------------------------------------------
@@ -280,10 +283,20 @@ class KubeClient:
         self._host = cfg.host.rstrip("/")
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
         connector = aiohttp.TCPConnector(limit=max_connections, ssl=_ssl_context(cfg))
-        self._session = aiohttp.ClientSession(connector=connector, read_bufsize=2**21)  # big objects in watches
-        self._proxy: str | None = cfg.proxy or _env_proxy(self._host)
-        self._proxy_headers = cfg.proxy_headers
-        self._server_hostname: str | None = cfg.tls_server_name
+        # No cookie jar (the API server sets none; the jar's filter ran per request); big objects in watches.
+        self._session = aiohttp.ClientSession(connector=connector, read_bufsize=2**21,
+                                              cookie_jar=aiohttp.DummyCookieJar())
+        # What every request passes to aiohttp besides headers and body, built once.
+        self._request_kw: dict[str, Any] = {}
+        if proxy := cfg.proxy or _env_proxy(self._host):
+            self._request_kw["proxy"] = proxy
+            if cfg.proxy_headers:
+                self._request_kw["proxy_headers"] = cfg.proxy_headers
+        if cfg.tls_server_name:
+            self._request_kw["server_hostname"] = cfg.tls_server_name
+        # Headers per content type while the token cannot change (no refresh hook: exec plugins and
+        # token files have one); aiohttp copies them, so one dict serves every request.
+        self._fixed_headers: dict[str, dict[str, str]] | None = None if cfg.refresh_api_key_hook else {}
 
     @classmethod
     async def from_kubeconfig(
@@ -319,11 +332,16 @@ class KubeClient:
         await self._session.close()
 
     async def _headers(self, content_type: str) -> dict[str, str]:
+        fixed = self._fixed_headers
+        if fixed is not None and (headers := fixed.get(content_type)) is not None:
+            return headers
         headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": self._user_agent}
-        # Asked per request: an exec/refresh hook in the kubeconfig may renew the token.
+        # Asked per request when an exec/refresh hook in the kubeconfig may renew the token.
         token = await self._cfg.get_api_key_with_prefix("BearerToken")
         if token:
             headers["authorization"] = token
+        if fixed is not None:
+            fixed[content_type] = headers
         return headers
 
     # --- paths ---
@@ -361,17 +379,13 @@ class KubeClient:
         url = self._host + path
         if query:
             url += "?" + urlencode(query)
-        kw: dict[str, Any] = {"headers": await self._headers(content_type), "timeout": timeout or self._timeout}
-        if body is not None:
-            kw["data"] = body
-        if self._proxy:
-            kw["proxy"] = self._proxy
-            if self._proxy_headers:
-                kw["proxy_headers"] = self._proxy_headers
-        if self._server_hostname:
-            kw["server_hostname"] = self._server_hostname
+        # A URL of plain characters (names are DNS labels; the query is urlencoded) is taken as
+        # it is, not parsed and re-quoted by yarl on every request.
+        target: str | URL = URL(url, encoded=True) if _PLAIN_URL.fullmatch(url) else url
+        headers = await self._headers(content_type)
         try:
-            resp = await self._session.request(method, url, **kw)
+            resp = await self._session.request(method, target, headers=headers, data=body,
+                                               timeout=timeout or self._timeout, **self._request_kw)
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
             raise Unreachable(f"{what}: {type(e).__name__}: {e}") from e
         if 200 <= resp.status < 300:
