@@ -199,9 +199,13 @@ class KindLoop:
         if deleted and self.invalid is not None:
             self.invalid.gone(self.kind, head.namespace, head.name)
         if not deleted and self._checked:
-            obj = self._decode(head.namespace, head.name, head.uid, raw)
+            old = self.objects.get(self.kind, head.namespace, head.name) if self._typed else None
+            held = (old.metadata.uid, old.metadata.resource_version) if old is not None else None
+            if held == (head.uid, head.resource_version):
+                obj = old  # the echo of a write of ours: the cache has it already, as the server answered
+            else:
+                obj = self._decode(head.namespace, head.name, head.uid, raw)
             if self._typed and obj is not None:
-                old = self.objects.get(self.kind, head.namespace, head.name)
                 self.objects.put(self.kind, obj)
                 self.on_change(self.kind, old, obj)
         elif deleted and self._typed:
