@@ -1,15 +1,18 @@
 """kq.http1 against a scripted server on a real socket: framing (Content-Length, chunked, end of
-connection), keep-alive reuse, a reused connection the server had closed, timeouts."""
+connection), keep-alive reuse, a reused connection the server had closed, timeouts, TLS."""
 
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 
 from kq.http1 import Http1Pool, HttpError
+from kq.stack.secure import make_certificates
 
 pytestmark = pytest.mark.timeout(30)
 HEAD = b"Host: test\r\nAccept: application/json\r\n"
@@ -142,3 +145,34 @@ async def test_garbage_is_an_error() -> None:
         with pytest.raises(HttpError, match="not an HTTP"):
             await p.request("GET", "/x", HEAD, None, 5)
         p.close()
+
+
+async def test_tls_with_the_servers_ca_and_not_without(tmp_path: Path) -> None:
+    ca, cert, key = make_certificates(tmp_path, "127.0.0.1")
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=served)
+    port = srv.sockets[0].getsockname()[1]
+    try:
+        trusted = Http1Pool("127.0.0.1", port, tls=ssl.create_default_context(cafile=str(ca)),
+                            server_hostname=None, limit=2)
+        assert (await trusted.request("GET", "/x", HEAD, None, 10)).body == b"{}"
+        trusted.close()
+        stranger = Http1Pool("127.0.0.1", port, tls=ssl.create_default_context(), server_hostname=None, limit=2)
+        with pytest.raises(HttpError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            await stranger.request("GET", "/x", HEAD, None, 10)
+        stranger.close()
+    finally:
+        srv.close()
+        await srv.wait_closed()
