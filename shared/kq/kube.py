@@ -328,8 +328,9 @@ class KubeClient:
         cls, path: str, *, context: str | None = None, request_timeout_s: float = 30.0, max_connections: int = 128,
         user_agent: str = _USER_AGENT,
     ) -> KubeClient:
-        """max_connections bounds concurrent HTTP connections; each open watch holds one. A user
-        with a `tokenFile` (a ServiceAccount's projected token) is re-read whenever the file changes."""
+        """max_connections bounds concurrent HTTP connections, for requests and for watches apart
+        (each open watch holds one). A user with a `tokenFile` (a ServiceAccount's projected token)
+        is re-read whenever the file changes."""
         cfg = Configuration()
         await load_kube_config(config_file=path, context=context, client_configuration=cfg, persist_config=False)
         token_file = _token_file(path, context)
