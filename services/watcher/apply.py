@@ -18,20 +18,26 @@ from services.watcher.core.writes import Action, Create, Delete, Write
 
 async def apply_action(client: KubeClient, action: Action) -> Any | None:
     """Apply; returns the object as the server stored it (None after a delete)."""
+    raw = await apply_raw(client, action)
+    return None if raw is None else decode_object(action.kind, raw)
+
+
+async def apply_raw(client: KubeClient, action: Action) -> bytes | None:
+    """Apply; returns the server's JSON of the object (None after a delete), for a caller that
+    decodes it only if it needs it."""
     ns = action.namespace or None
     match action:
         case Write():
-            raw = await client.patch(action.kind, ns, action.name, action.patch, patch_type=action.patch_type,
-                                     subresource=action.subresource)
+            return await client.patch(action.kind, ns, action.name, action.patch, patch_type=action.patch_type,
+                                      subresource=action.subresource)
         case Create():
-            raw = await client.create(action.kind, ns, action.body)
+            return await client.create(action.kind, ns, action.body)
         case Delete():
             await client.delete(action.kind, ns, action.name,
                                 preconditions={"uid": action.uid, "resourceVersion": action.resource_version})
             return None
         case _:
             raise TypeError(f"not an action: {action!r}")
-    return decode_object(action.kind, raw)
 
 
 async def read(client: KubeClient, kind: str, namespace: str, name: str) -> Any | None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from kq.api.events import Event
+from kq.api.registry import decode_object
 from kq.clock import Clock
 from kq.kube import Conflict, KubeClient, NotFound
 from kq.messages import RecordEvent
-from services.watcher.apply import apply_action, read
+from services.watcher.apply import apply_raw, read
 from services.watcher.core.events import EventBudget, event_name, event_namespace, plan_event
 from services.watcher.core.writes import Skip
+from services.watcher.mirror import head_decoder
 
 
 class EventWriter:
@@ -26,7 +28,8 @@ class EventWriter:
         # The Events this writer wrote last, as the server returned them: most events are new, so
         # reading each one before creating it was a wasted GET. A stale or missing entry costs a
         # conflict (AlreadyExists or resourceVersion) and then the read, as before.
-        self._known: OrderedDict[tuple[str, str], Event] = OrderedDict()
+        # Kept as the server's JSON, decoded only when the same Event comes again (most never do).
+        self._known: OrderedDict[tuple[str, str], Event | bytes] = OrderedDict()
         self._known_max = known_max
 
     async def record(self, cmd: RecordEvent) -> tuple[bool, str, str]:
@@ -36,7 +39,8 @@ class EventWriter:
         Most events are new: create first and read only when the Event exists already (a repeat
         to count, or this command redelivered), one API call instead of a read and a create."""
         ns, name = event_namespace(cmd), event_name(cmd)
-        existing: Event | None = self._known.get((ns, name))  # None when unknown: create first
+        known = self._known.get((ns, name))  # None when unknown: create first
+        existing: Event | None = decode_object("event", known) if isinstance(known, bytes) else known
         ref = cmd.involved
         budgeted = False  # one token per occurrence, however many attempts it takes
         for _ in range(self.max_attempts):
@@ -49,15 +53,16 @@ class EventWriter:
                     return False, "RateLimited", rv
                 budgeted = True
             try:
-                written = await apply_action(self.client, plan)
-                if written is not None:
-                    self._remember(ns, name, written)
-                return True, "", written.metadata.resource_version or "" if written is not None else ""
+                written = await apply_raw(self.client, plan)
+                if written is None:
+                    return True, "", ""
+                self._remember(ns, name, written)
+                return True, "", head_decoder.decode(written).metadata.resource_version
             except (Conflict, NotFound):  # it exists (AlreadyExists), was counted meanwhile, or is gone
                 existing = await read(self.client, "event", ns, name)
         return False, "Rejected", ""
 
-    def _remember(self, ns: str, name: str, ev: Event) -> None:
+    def _remember(self, ns: str, name: str, ev: Event | bytes) -> None:
         self._known[(ns, name)] = ev
         self._known.move_to_end((ns, name))
         while len(self._known) > self._known_max:

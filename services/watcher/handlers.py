@@ -9,7 +9,11 @@ done (Skip -> applied), so the outcome is the same and deduplicated.
 
 Decisions start from the watcher's cache; a write is conditional so a stale
 cache costs a 409 and a re-read. A Skip or a Refusal is only concluded on a
-fresh read from the API server.
+fresh read from the API server, except where the cache's word is final: the
+cache holds every write of this watcher (write-through), so a workload it shows
+already pending for the same reason, or already evicted, shows what the
+watcher's own writes left; Kueue's scheduler and preemptor skip those writes on
+their informer cache too. Those re-reads were ~6 % of the watcher's requests.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from kq.messages import (
     Command,
     CommandOutcome,
     EventNote,
+    EvictWorkload,
     Fence,
     RecordEvent,
     SetClusterQueueStatus,
@@ -54,6 +59,8 @@ SUPERSEDED = "Superseded"
 # needs writing: Kueue's queue controllers coalesce reconciles of one key in their work queue, and
 # a scheduler that tried a workload less often would not have written the older reasons either.
 _COALESCED = (SetClusterQueueStatus, SetLocalQueueStatus, SetWorkloadPending)
+# Skips concluded on the cache (see the module's docstring); FINISHED: nothing un-finishes a Workload.
+_DONE_ON_CACHE = {SetWorkloadPending: "Unchanged", EvictWorkload: "AlreadyEvicted"}
 
 
 class _Blocked(TemporaryError):
@@ -266,8 +273,8 @@ class CommandExecutor:
             rv = current.metadata.resource_version if current is not None else ""
             if isinstance(plan, (Skip, Refusal)):
                 # Conclude only on the server's word, unless the cache's word is final: a stale epoch,
-                # or a Workload (of the command's uid) already Finished, which nothing un-finishes.
-                if not fresh and plan.reason not in (STALE_EPOCH, FINISHED):
+                # a Workload (of the command's uid) already Finished, or already as the command wants it.
+                if not fresh and not self._final_on_cache(cmd, plan.reason):
                     current, fresh = await self._read(kind, ns, name), True
                     continue
                 if isinstance(plan, Refusal):
@@ -276,6 +283,11 @@ class CommandExecutor:
             try:
                 current = await apply_action(self.client, plan)
                 wrote, fresh = True, True
+                if current is not None and self.objects.caches(kind) and not self.objects.gone(current.metadata.uid):
+                    # Write-through: the next command for this object plans on what we wrote, not on a
+                    # copy the watch has not brought yet (a 409 and a GET). Older echoes are ignored;
+                    # an object deleted while we waited for the answer stays deleted.
+                    self.objects.put(kind, current)
             except (Conflict, NotFound):
                 current, fresh = await self._read(kind, ns, name), True
             except (BadRequest, Forbidden) as e:
@@ -285,6 +297,10 @@ class CommandExecutor:
             except KubeError as e:
                 raise TemporaryError(str(e)) from e
         raise TemporaryError(f"{kind} {ns}/{name} kept changing under {type(cmd).__name__} {cmd.id}")
+
+    @staticmethod
+    def _final_on_cache(cmd: Command, reason: str) -> bool:
+        return reason in (STALE_EPOCH, FINISHED) or _DONE_ON_CACHE.get(type(cmd)) == reason
 
     async def _record_event(self, cmd: RecordEvent) -> CommandOutcome:
         try:

@@ -19,7 +19,7 @@ from kq.api.core import Job
 from kq.api.kueue import Workload
 from kq.clock import SYSTEM_CLOCK, Clock, rfc3339_seconds
 from kq.kube import AlreadyExists, Conflict, KubeClient, KubeError, NotFound, retry_delay
-from kq.obs import context_from_annotations, get_logger
+from kq.obs import context_from_annotations, current_span, get_logger
 from services.watcher.apply import apply_action, read, with_trace
 from services.watcher.core import jobs as core
 from services.watcher.core.job_pods import owned_by
@@ -97,8 +97,8 @@ class JobIntegration:
         job: Job | None = self.objects.job(ns, name) if kind == "job" else None
         wl: Workload | None = self._workload_for(job) if kind == "job" else self.objects.get("workload", ns, name)
         parent = context_from_annotations(wl.metadata.annotations if wl is not None else None)
-        with self.tracer.start_as_current_span(f"watcher.reconcile {kind}", context=parent,
-                                               attributes={"k8s.namespace.name": ns, "kq.object": name}):
+        with current_span(self.tracer, f"watcher.reconcile {kind}", context=parent,
+                          attributes={"k8s.namespace.name": ns, "kq.object": name}):
             return await self._steps(kind, key, job, wl)
 
     async def _steps(self, kind: str, key: WorkKey, job: Job | None, wl: Workload | None) -> float | None:

@@ -20,7 +20,7 @@ from kq.clock import SYSTEM_CLOCK, Clock
 from kq.kube import Gone, KubeClient, KubeError, NotFound, StreamBroken, retry_delay
 from kq.mirror import SyncMarker
 from kq.obs import get_logger
-from services.watcher.core.invalid import decode_or_error
+from services.watcher.core.invalid import SpecSeen, decode_or_error, spec_seen
 from services.watcher.core.versions import already_held
 from services.watcher.invalid import InvalidObjects
 from services.watcher.mirror import MirrorIndex, MirrorPublisher, Record, head_decoder
@@ -67,6 +67,7 @@ class KindLoop:
         self.invalid = invalid
         # Decoded here: the kinds the watcher acts on, and every Kueue kind (said so on when it does not fit).
         self._checked = self._typed or (invalid is not None and invalid.checks(kind))
+        self._spec_good: dict[tuple[str, str], SpecSeen] = {}  # objects whose quantities were checked
 
     async def run(self) -> None:
         delay = self.retry_base_s
@@ -126,7 +127,11 @@ class KindLoop:
         self.log.info("listed", count=len(records), resource_version=rv)
 
     def _decode(self, namespace: str, name: str, uid: str, raw: bytes) -> Any | None:
-        obj, error = decode_or_error(self.kind, raw)
+        obj, error = decode_or_error(self.kind, raw, self._spec_good.get((namespace, name)))
+        if obj is not None and (seen := spec_seen(self.kind, obj)) is not None:
+            self._spec_good[(namespace, name)] = seen
+        else:
+            self._spec_good.pop((namespace, name), None)
         if self.invalid is not None:
             self.invalid.seen(self.kind, namespace, name, uid, raw, obj, error)
         elif error is not None:
@@ -189,12 +194,18 @@ class KindLoop:
             self.last_rv = head.resource_version
             return  # listed already at this state or a newer one (see core/versions.py)
         await self._enqueue(Record(self.kind, head.namespace, head.name, head.uid, head.resource_version, deleted, raw))
+        if deleted:
+            self._spec_good.pop((head.namespace, head.name), None)
         if deleted and self.invalid is not None:
             self.invalid.gone(self.kind, head.namespace, head.name)
         if not deleted and self._checked:
-            obj = self._decode(head.namespace, head.name, head.uid, raw)
+            old = self.objects.get(self.kind, head.namespace, head.name) if self._typed else None
+            held = (old.metadata.uid, old.metadata.resource_version) if old is not None else None
+            if held == (head.uid, head.resource_version):
+                obj = old  # the echo of a write of ours: the cache has it already, as the server answered
+            else:
+                obj = self._decode(head.namespace, head.name, head.uid, raw)
             if self._typed and obj is not None:
-                old = self.objects.get(self.kind, head.namespace, head.name)
                 self.objects.put(self.kind, obj)
                 self.on_change(self.kind, old, obj)
         elif deleted and self._typed:

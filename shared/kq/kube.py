@@ -1,4 +1,5 @@
-"""A thin async Kubernetes client: kubernetes-asyncio reads the kubeconfig, aiohttp carries requests.
+"""A thin async Kubernetes client: kubernetes-asyncio reads the kubeconfig; kq.http1 carries unary
+requests (a fraction of aiohttp's CPU each), aiohttp carries watches and anything through a proxy.
 
 Bodies travel as raw JSON bytes (decoded by the caller with msgspec into the
 kq.api types), never through kubernetes-asyncio's generated models. Requests go
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 import ssl
 import urllib.request
 from collections.abc import AsyncGenerator, Mapping
@@ -34,8 +36,10 @@ import msgspec
 import yaml
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.config import load_kube_config, load_kube_config_from_dict
+from yarl import URL
 
 from kq.api.registry import kind_info
+from kq.http1 import Http1Pool, HttpError
 
 PatchType = Literal["merge", "json", "strategic"]
 Propagation = Literal["Background", "Foreground", "Orphan"]
@@ -51,6 +55,7 @@ _USER_AGENT = "kq"
 # "the manager from a worker" can be simulated without cutting the worker's own control plane.
 REMOTE_USER_AGENT = "kq-multikueue"
 _encoder = msgspec.json.Encoder()
+_PLAIN_URL = re.compile(r"https?://[A-Za-z0-9.:\[\]/_-]*(\?[A-Za-z0-9._%&=+-]*)?")
 
 
 # --- typed errors ------------------------------------------------------------------------------
@@ -230,6 +235,22 @@ def _env_proxy(host: str) -> str | None:
     return urllib.request.getproxies().get(parts.scheme or "http")
 
 
+def _direct_pool(host: str, tls_context: ssl.SSLContext | bool, request_kw: Mapping[str, Any],
+                 limit: int) -> tuple[Http1Pool | None, str, bytes]:
+    """kq.http1's pool for this server, the server's base path and the Host header line; no pool
+    when requests go through a proxy or the server is not plain http/https."""
+    parts = urlsplit(host)
+    if "proxy" in request_kw or parts.scheme not in ("http", "https") or not parts.hostname:
+        return None, "", b""
+    tls: ssl.SSLContext | None = None
+    if parts.scheme == "https":
+        tls = tls_context if isinstance(tls_context, ssl.SSLContext) else ssl.create_default_context()
+    port = parts.port or (443 if tls is not None else 80)
+    netloc = parts.netloc.rpartition("@")[2]
+    pool = Http1Pool(parts.hostname, port, tls=tls, server_hostname=request_kw.get("server_hostname"), limit=limit)
+    return pool, parts.path.rstrip("/"), f"Host: {netloc}\r\n".encode("idna")
+
+
 def _token_file(kubeconfig: str, context: str | None) -> str | None:
     """The current user's `tokenFile`, relative to the kubeconfig's folder as kubectl reads it."""
     try:
@@ -278,20 +299,38 @@ class KubeClient:
         self._cfg = cfg
         self._user_agent = user_agent
         self._host = cfg.host.rstrip("/")
+        self._timeout_s = request_timeout_s
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
-        connector = aiohttp.TCPConnector(limit=max_connections, ssl=_ssl_context(cfg))
-        self._session = aiohttp.ClientSession(connector=connector, read_bufsize=2**21)  # big objects in watches
-        self._proxy: str | None = cfg.proxy or _env_proxy(self._host)
-        self._proxy_headers = cfg.proxy_headers
-        self._server_hostname: str | None = cfg.tls_server_name
+        tls = _ssl_context(cfg)
+        connector = aiohttp.TCPConnector(limit=max_connections, ssl=tls)
+        # No cookie jar (the API server sets none; the jar's filter ran per request); big objects in watches.
+        self._session = aiohttp.ClientSession(connector=connector, read_bufsize=2**21,
+                                              cookie_jar=aiohttp.DummyCookieJar())
+        # What every request passes to aiohttp besides headers and body, built once.
+        self._request_kw: dict[str, Any] = {}
+        if proxy := cfg.proxy or _env_proxy(self._host):
+            self._request_kw["proxy"] = proxy
+            if cfg.proxy_headers:
+                self._request_kw["proxy_headers"] = cfg.proxy_headers
+        if cfg.tls_server_name:
+            self._request_kw["server_hostname"] = cfg.tls_server_name
+        # Headers per content type while the token cannot change (no refresh hook: exec plugins and
+        # token files have one); aiohttp copies them, so one dict serves every request.
+        self._fixed_headers: dict[str, dict[str, str]] | None = None if cfg.refresh_api_key_hook else {}
+        # Unary requests on kq.http1 (a fraction of aiohttp's CPU per request); watches, and every
+        # request through a proxy, on aiohttp.
+        self._pool, self._base_path, self._host_line = _direct_pool(self._host, tls, self._request_kw,
+                                                                     max_connections)
+        self._heads: dict[str, bytes] = {}
 
     @classmethod
     async def from_kubeconfig(
         cls, path: str, *, context: str | None = None, request_timeout_s: float = 30.0, max_connections: int = 128,
         user_agent: str = _USER_AGENT,
     ) -> KubeClient:
-        """max_connections bounds concurrent HTTP connections; each open watch holds one. A user
-        with a `tokenFile` (a ServiceAccount's projected token) is re-read whenever the file changes."""
+        """max_connections bounds concurrent HTTP connections, for requests and for watches apart
+        (each open watch holds one). A user with a `tokenFile` (a ServiceAccount's projected token)
+        is re-read whenever the file changes."""
         cfg = Configuration()
         await load_kube_config(config_file=path, context=context, client_configuration=cfg, persist_config=False)
         token_file = _token_file(path, context)
@@ -316,14 +355,21 @@ class KubeClient:
         return cls(cfg, request_timeout_s=request_timeout_s, max_connections=max_connections, user_agent=user_agent)
 
     async def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
         await self._session.close()
 
     async def _headers(self, content_type: str) -> dict[str, str]:
+        fixed = self._fixed_headers
+        if fixed is not None and (headers := fixed.get(content_type)) is not None:
+            return headers
         headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": self._user_agent}
-        # Asked per request: an exec/refresh hook in the kubeconfig may renew the token.
+        # Asked per request when an exec/refresh hook in the kubeconfig may renew the token.
         token = await self._cfg.get_api_key_with_prefix("BearerToken")
         if token:
             headers["authorization"] = token
+        if fixed is not None:
+            fixed[content_type] = headers
         return headers
 
     # --- paths ---
@@ -361,17 +407,13 @@ class KubeClient:
         url = self._host + path
         if query:
             url += "?" + urlencode(query)
-        kw: dict[str, Any] = {"headers": await self._headers(content_type), "timeout": timeout or self._timeout}
-        if body is not None:
-            kw["data"] = body
-        if self._proxy:
-            kw["proxy"] = self._proxy
-            if self._proxy_headers:
-                kw["proxy_headers"] = self._proxy_headers
-        if self._server_hostname:
-            kw["server_hostname"] = self._server_hostname
+        # A URL of plain characters (names are DNS labels; the query is urlencoded) is taken as
+        # it is, not parsed and re-quoted by yarl on every request.
+        target: str | URL = URL(url, encoded=True) if _PLAIN_URL.fullmatch(url) else url
+        headers = await self._headers(content_type)
         try:
-            resp = await self._session.request(method, url, **kw)
+            resp = await self._session.request(method, target, headers=headers, data=body,
+                                               timeout=timeout or self._timeout, **self._request_kw)
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
             raise Unreachable(f"{what}: {type(e).__name__}: {e}") from e
         if 200 <= resp.status < 300:
@@ -384,7 +426,32 @@ class KubeClient:
             resp.release()
         raise _error_for(resp.status, data, resp.headers, what)
 
-    async def _read(self, method: str, path: str, **kw: Any) -> bytes:
+    async def _head(self, content_type: str) -> bytes:
+        """The request's header lines for kq.http1 (cached like the headers themselves)."""
+        if (head := self._heads.get(content_type)) is not None:
+            return head
+        headers = await self._headers(content_type)
+        head = self._host_line + "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
+        if self._fixed_headers is not None:
+            self._heads[content_type] = head
+        return head
+
+    async def _read(self, method: str, path: str, *, query: list[tuple[str, str]] | None = None,
+                    body: bytes | None = None, content_type: str = "application/json") -> bytes:
+        if self._pool is not None:
+            target = self._base_path + path
+            if query:
+                target += "?" + urlencode(query)
+            try:
+                resp = await self._pool.request(method, target, await self._head(content_type), body, self._timeout_s)
+            except HttpError as e:
+                raise Unreachable(f"{method} {path}: {e}") from e
+            if 200 <= resp.status < 300:
+                return resp.body
+            raise _error_for(resp.status, resp.body, resp.headers, f"{method} {path}")
+        return await self._read_aiohttp(method, path, query=query, body=body, content_type=content_type)
+
+    async def _read_aiohttp(self, method: str, path: str, **kw: Any) -> bytes:
         resp = await self._call(method, path, **kw)
         try:
             return await resp.read()

@@ -273,6 +273,23 @@ def detach_message_context(token: Token[Context] | None) -> None:
 
 
 @contextmanager
+def current_span(tracer: Tracer, name: str, context: Context | None = None,
+                 attributes: Mapping[str, Any] | None = None) -> Iterator[Span]:
+    """tracer.start_as_current_span, minus the API's nested context managers when nothing is
+    recorded (the watcher's Job reconciles: ~2 % of its CPU in a backlog)."""
+    if isinstance(tracer, UnrecordedTracer):
+        span = tracer.start_span(name, context=context)
+        token = attach(trace.set_span_in_context(span))
+        try:
+            yield span
+        finally:
+            detach(token)
+        return
+    with tracer.start_as_current_span(name, context=context, attributes=attributes) as span:
+        yield span
+
+
+@contextmanager
 def consumer_span(
     tracer: Tracer, name: str, headers: Mapping[str, str] | None, attributes: Mapping[str, Any] | None = None
 ) -> Iterator[Span]:

@@ -153,3 +153,35 @@ async def test_cluster_queue_status(bus: Bus, sim: KubeSim, kube: KubeClient, wo
         await send(bus, SetClusterQueueStatus(id="s3", cluster=C, writer="admission", name="nope", status=status))
         out = await outcome(outcomes, "s3")
         assert (out.applied, out.reason) == (False, "NotFound")
+
+
+async def test_a_pending_reason_already_written_is_concluded_on_the_cache(
+        bus: Bus, sim: KubeSim, kube: KubeClient, world: Workload, tmp_path: Path) -> None:
+    """The cache holds the watcher's own writes (write-through): the same pending reason again, sent
+    by a decider whose mirror lagged, is Unchanged without a GET."""
+    def pending(id: str) -> SetWorkloadPending:
+        return SetWorkloadPending(id=id, cluster=C, writer="admission", namespace="demo", name="w1",
+                                  uid=world.metadata.uid, reason="Pending", message="no quota")
+
+    async with Outcomes(bus, "admission", C) as outcomes, running_watcher(bus, sim, tmp_path, [C]) as watchers:
+        client = watchers[0].client
+        gets: list[str] = []
+        real_get = client.get
+
+        async def counted_get(kind: str, namespace: str | None, name: str) -> bytes | None:
+            gets.append(f"{kind} {namespace}/{name}")
+            return await real_get(kind, namespace, name)
+
+        client.get = counted_get  # type: ignore[method-assign]  # counting the watcher's reads
+        await send(bus, pending("p1"))
+        assert (await outcome(outcomes, "p1")).applied
+        written = await read_typed(kube, "workload", "demo", "w1")
+        cached = watchers[0].objects.get("workload", "demo", "w1")
+        assert cached is not None and cached.metadata.resource_version == written.metadata.resource_version
+        gets.clear()
+        await send(bus, pending("p2"))
+        out = await outcome(outcomes, "p2")
+        assert (out.applied, out.reason) == (True, "Unchanged")
+        assert gets == [], gets
+        assert (await read_typed(kube, "workload", "demo", "w1")).metadata.resource_version == \
+            written.metadata.resource_version

@@ -42,18 +42,32 @@ _MAX_MESSAGE = 1024
 _QUANTITIES_CHECKED = frozenset({"clusterqueue", "cohort"})
 
 
-def decode_or_error(kind: str, raw: bytes) -> tuple[Any | None, str | None]:
-    """(the typed object, None) or (None, a message naming the field that does not fit)."""
+SpecSeen = tuple[str, int]  # (uid, metadata.generation) of a spec whose quantities were found good
+
+
+def decode_or_error(kind: str, raw: bytes, spec_good: SpecSeen | None = None) -> tuple[Any | None, str | None]:
+    """(the typed object, None) or (None, a message naming the field that does not fit).
+    `spec_good`: the spec already checked (every status write of a ClusterQueue comes back on the
+    watch; its quantities are not walked again while the generation stays)."""
     try:
         obj = decode_object(kind, raw)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         return None, describe(str(e))
-    if kind in _QUANTITIES_CHECKED:
+    if kind in _QUANTITIES_CHECKED and (spec_good is None or spec_seen(kind, obj) != spec_good):
         _, errors = normalise_quantities(msgspec.json.decode(raw), type(obj))
         if errors:
             text = "; ".join(str(e) for e in errors)
             return None, text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
     return obj, None
+
+
+def spec_seen(kind: str, obj: Any) -> SpecSeen | None:
+    """What decode_or_error may skip next time for this object (None: nothing to skip; a server
+    that keeps no generation gets every copy checked)."""
+    meta = obj.metadata
+    if kind not in _QUANTITIES_CHECKED or meta.generation <= 0 or not meta.uid:
+        return None
+    return meta.uid, meta.generation
 
 
 def describe(error: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from kq.api.registry import decode_object
-from services.watcher.core.invalid import decode_or_error, describe, plan_fixed, plan_invalid
+from services.watcher.core.invalid import decode_or_error, describe, plan_fixed, plan_invalid, spec_seen
 from services.watcher.core.writes import Skip, Write
 
 NOW = "2026-11-24T04:00:00Z"
@@ -42,6 +42,27 @@ def test_a_quota_that_is_no_quantity_is_named_though_it_decodes_as_a_string() ->
     assert error.startswith("spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: ")
     ok, none = decode_or_error("clusterqueue", msgspec.json.encode(_cq({"name": "cpu", "nominalQuota": "4"})))
     assert ok is not None and none is None
+
+
+def test_quantities_are_checked_again_only_when_the_spec_moved() -> None:
+    good = _cq({"name": "cpu", "nominalQuota": "4"})
+    good["metadata"]["uid"] = "u1"
+    obj, _ = decode_or_error("clusterqueue", msgspec.json.encode(good))
+    seen = spec_seen("clusterqueue", obj)
+    assert seen == ("u1", 2)
+    bad = _cq({"name": "cpu", "nominalQuota": "lots"})
+    bad["metadata"]["uid"] = "u1"
+    bad["metadata"]["generation"] = 3  # the spec changed: checked
+    assert decode_or_error("clusterqueue", msgspec.json.encode(bad), seen)[0] is None
+    bad["metadata"]["uid"] = "u2"  # another incarnation at the same generation: checked
+    bad["metadata"]["generation"] = 2
+    assert decode_or_error("clusterqueue", msgspec.json.encode(bad), seen)[0] is None
+    # The same uid and generation is the spec already checked (a status write): not walked again,
+    # which this copy, made up with a bad quota at the checked generation, shows.
+    bad["metadata"]["uid"] = "u1"
+    assert decode_or_error("clusterqueue", msgspec.json.encode(bad), seen)[0] is not None
+    assert decode_or_error("clusterqueue", msgspec.json.encode(bad))[0] is None
+    assert spec_seen("workload", obj) is None  # only the kinds whose quantities are checked
 
 
 def test_the_condition_is_set_once_beside_the_rest_of_the_status() -> None:

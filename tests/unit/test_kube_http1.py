@@ -1,0 +1,178 @@
+"""kq.http1 against a scripted server on a real socket: framing (Content-Length, chunked, end of
+connection), keep-alive reuse, a reused connection the server had closed, timeouts, TLS."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+from kq.http1 import Http1Pool, HttpError
+from kq.stack.secure import make_certificates
+
+pytestmark = pytest.mark.timeout(30)
+HEAD = b"Host: test\r\nAccept: application/json\r\n"
+# (the request's bytes, its number on its connection from 1) -> what to send (None: close at once)
+Answer = Callable[[bytes, int], bytes | None]
+
+
+@asynccontextmanager
+async def server(answer: Answer, close_after: bool = False) -> AsyncIterator[tuple[int, list[int]]]:
+    """Answers each request on a connection with answer(request); yields the port and, per request,
+    the number of the connection it came on."""
+    seen: list[int] = []
+    conns = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal conns
+        conns += 1
+        me = conns
+        nth = 0
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":")[1])
+                body = await reader.readexactly(length)
+                seen.append(me)
+                nth += 1
+                out = answer(head + body, nth)
+                if out is None:
+                    break
+                writer.write(out)
+                await writer.drain()
+                if close_after:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield srv.sockets[0].getsockname()[1], seen
+    finally:
+        srv.close()
+        await srv.wait_closed()
+
+
+def pool(port: int) -> Http1Pool:
+    return Http1Pool("127.0.0.1", port, tls=None, server_hostname=None, limit=4)
+
+
+async def test_content_length_answers_reuse_one_connection() -> None:
+    def answer(req: bytes, nth: int) -> bytes:
+        assert req.startswith(b"PATCH /a/b HTTP/1.1\r\nHost: test\r\n")
+        assert b"Content-Length: 7\r\n\r\n{\"x\":1}" in req
+        return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"
+
+    async with server(answer) as (port, seen):
+        p = pool(port)
+        for _ in range(3):
+            resp = await p.request("PATCH", "/a/b", HEAD, b'{"x":1}', 5)
+            assert (resp.status, resp.body) == (200, b"{}")
+        assert seen == [1, 1, 1]
+        p.close()
+
+
+async def test_chunked_answer_with_an_interim_one_and_a_retry_after_header() -> None:
+    body = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\n" \
+           b"Transfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3;ext=1\r\n:1}\r\n0\r\n\r\n"
+    async with server(lambda req, nth: body) as (port, seen):
+        p = pool(port)
+        resp = await p.request("GET", "/x", HEAD, None, 5)
+        assert (resp.status, resp.body, resp.headers["retry-after"]) == (429, b'{"a":1}', "3")
+        resp = await p.request("GET", "/x", HEAD, None, 5)
+        assert resp.status == 429 and seen == [1, 1]
+        p.close()
+
+
+async def test_an_answer_delimited_by_the_end_of_the_connection_is_not_reused() -> None:
+    async with server(lambda req, nth: b"HTTP/1.1 201 Created\r\n\r\n{\"ok\":true}", close_after=True) as (port, seen):
+        p = pool(port)
+        for _ in range(2):
+            resp = await p.request("POST", "/x", HEAD, b"{}", 5)
+            assert (resp.status, resp.body) == (201, b'{"ok":true}')
+        assert seen == [1, 2]
+        p.close()
+
+
+async def test_a_reused_connection_the_server_closed_is_replaced_once() -> None:
+    ok = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+    # A kept-alive connection the server drops when the next request comes (its idle timeout).
+    async with server(lambda req, nth: ok if nth == 1 else None) as (port, seen):
+        p = pool(port)
+        assert (await p.request("GET", "/x", HEAD, None, 5)).status == 200
+        assert (await p.request("PATCH", "/x", HEAD, b"{}", 5)).status == 200
+        assert seen == [1, 1, 2]
+        p.close()
+
+
+async def test_no_answer_is_an_error_not_a_retry_on_a_new_connection() -> None:
+    async with server(lambda req, nth: None) as (port, seen):
+        p = pool(port)
+        with pytest.raises(HttpError):
+            await p.request("POST", "/x", HEAD, b"{}", 5)
+        assert seen == [1]
+        p.close()
+
+
+async def test_a_silent_server_times_out() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+        writer.close()
+
+    srv = await asyncio.start_server(silent, "127.0.0.1", 0)
+    try:
+        p = pool(srv.sockets[0].getsockname()[1])
+        with pytest.raises(HttpError, match="no answer within"):
+            await p.request("GET", "/x", HEAD, None, 0.2)
+        p.close()
+    finally:
+        srv.close()
+        await srv.wait_closed()
+
+
+async def test_garbage_is_an_error() -> None:
+    async with server(lambda req, nth: b"SSH-2.0-OpenSSH\r\n\r\n") as (port, _):
+        p = pool(port)
+        with pytest.raises(HttpError, match="not an HTTP"):
+            await p.request("GET", "/x", HEAD, None, 5)
+        p.close()
+
+
+async def test_tls_with_the_servers_ca_and_not_without(tmp_path: Path) -> None:
+    ca, cert, key = make_certificates(tmp_path, "127.0.0.1")
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    served.load_cert_chain(cert, key)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, ssl.SSLError):
+            pass
+        finally:
+            writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=served)
+    port = srv.sockets[0].getsockname()[1]
+    try:
+        trusted = Http1Pool("127.0.0.1", port, tls=ssl.create_default_context(cafile=str(ca)),
+                            server_hostname=None, limit=2)
+        assert (await trusted.request("GET", "/x", HEAD, None, 10)).body == b"{}"
+        trusted.close()
+        stranger = Http1Pool("127.0.0.1", port, tls=ssl.create_default_context(), server_hostname=None, limit=2)
+        with pytest.raises(HttpError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+            await stranger.request("GET", "/x", HEAD, None, 10)
+        stranger.close()
+    finally:
+        srv.close()
+        await srv.wait_closed()
