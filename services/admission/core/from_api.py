@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, Protocol, get_args
 
 from kq.api import core as api_core
 from kq.api import kueue as api
-from kq.api.meta import Condition, LabelSelector, find_condition, parse_time
+from kq.api.meta import Condition, LabelSelector, ObjectMeta, find_condition, parse_time
 from kq.quantity import parse_quantity, to_milli
 
 from .model import (
@@ -58,8 +58,22 @@ if TYPE_CHECKING:
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 
+# Timestamp text -> seconds: a Workload carries a few, and many Workloads share the same second
+# (bounded; only successful parses are kept).
+_SECONDS_CACHE: dict[str, float] = {}
+_SECONDS_CACHE_MAX = 4096
+
+
 def to_seconds(timestamp: str | None) -> float | None:
-    return None if timestamp is None else parse_time(timestamp).timestamp()
+    if timestamp is None:
+        return None
+    seconds = _SECONDS_CACHE.get(timestamp)
+    if seconds is None:
+        seconds = parse_time(timestamp).timestamp()
+        if len(_SECONDS_CACHE) >= _SECONDS_CACHE_MAX:
+            _SECONDS_CACHE.clear()
+        _SECONDS_CACHE[timestamp] = seconds
+    return seconds
 
 
 # Quantity text -> milli-units. The same few strings ("1", "500m", "2Gi") recur in every
@@ -314,10 +328,9 @@ def _true(conditions: tuple[Condition, ...], type_: str) -> Condition | None:
     return c if c is not None and c.status == "True" else None
 
 
-def workload(obj: api.Workload) -> Workload:
-    meta, spec, status = obj.metadata, obj.spec, obj.status
-    key = f"Workload {meta.namespace}/{meta.name}"
-    pod_sets = tuple(
+def pod_sets(sets: tuple[api.PodSet, ...], key: str) -> tuple[PodSet, ...]:
+    """A Workload's spec.podSets as the core's pod sets (`key` names the Workload in errors)."""
+    return tuple(
         PodSet(
             name=ps.name,
             count=ps.count,
@@ -328,9 +341,40 @@ def workload(obj: api.Workload) -> Workload:
             required_affinity=_affinity(ps.template.spec),
             topology_request=ps.topology_request,
         )
-        for i, ps in enumerate(spec.pod_sets)
+        for i, ps in enumerate(sets)
     )
-    counts = {ps.name: ps.count for ps in spec.pod_sets}
+
+
+def workload_key(meta: ObjectMeta) -> str:
+    return f"Workload {meta.namespace}/{meta.name}"
+
+
+class WorkloadSpecFields(Protocol):
+    """What workload_of reads of a Workload's spec besides its pod sets (the shell may decode a
+    slimmer spec than kq.api's, with the pod sets converted apart)."""
+
+    @property
+    def queue_name(self) -> str: ...
+    @property
+    def priority(self) -> int | None: ...
+    @property
+    def priority_class_ref(self) -> api.PriorityClassRef | None: ...
+    @property
+    def is_active(self) -> bool: ...
+    @property
+    def maximum_execution_time_seconds(self) -> int | None: ...
+
+
+def workload(obj: api.Workload) -> Workload:
+    return workload_of(obj.metadata, obj.spec, obj.status, pod_sets(obj.spec.pod_sets, workload_key(obj.metadata)))
+
+
+def workload_of(
+    meta: ObjectMeta, spec: WorkloadSpecFields, status: api.WorkloadStatus, sets: tuple[PodSet, ...]
+) -> Workload:
+    """The core's Workload from its parts, its pod sets already converted (pod_sets above)."""
+    key = workload_key(meta)
+    counts = {ps.name: ps.count for ps in sets}
     conds = status.conditions
     reserved = _true(conds, "QuotaReserved")
     admission = None
@@ -375,7 +419,7 @@ def workload(obj: api.Workload) -> Workload:
         priority=spec.priority,
         priority_class=priority_class,
         creation_time=to_seconds(meta.creation_timestamp) or 0.0,
-        pod_sets=pod_sets,
+        pod_sets=sets,
         active=spec.is_active,
         job_uid=meta.labels.get(JOB_UID_LABEL, ""),
         admission=admission,
