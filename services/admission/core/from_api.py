@@ -323,8 +323,8 @@ def _affinity(spec: api_core.PodSpec) -> tuple[NodeSelectorTerm, ...]:
     )
 
 
-def _true(conditions: tuple[Condition, ...], type_: str) -> Condition | None:
-    c = find_condition(conditions, type_)
+def _true_in(by_type: dict[str, Condition], type_: str) -> Condition | None:
+    c = by_type.get(type_)
     return c if c is not None and c.status == "True" else None
 
 
@@ -375,8 +375,10 @@ def workload_of(
     """The core's Workload from its parts, its pod sets already converted (pod_sets above)."""
     key = workload_key(meta)
     counts = {ps.name: ps.count for ps in sets}
-    conds = status.conditions
-    reserved = _true(conds, "QuotaReserved")
+    conds: dict[str, Condition] = {}  # by type, the first of each (find_condition's answer): one pass
+    for c in status.conditions:
+        conds.setdefault(c.type, c)
+    reserved = _true_in(conds, "QuotaReserved")
     admission = None
     if reserved is not None and status.admission is not None:
         admission = Admission(
@@ -394,12 +396,12 @@ def workload_of(
                 for i, psa in enumerate(status.admission.pod_set_assignments)
             ),
         )
-    evicted = _true(conds, "Evicted")
-    admitted = _true(conds, "Admitted")
+    evicted = _true_in(conds, "Evicted")
+    admitted = _true_in(conds, "Admitted")
     requeue_at = None
     if status.requeue_state is not None:
         requeue_at = to_seconds(status.requeue_state.requeue_at)
-    requeued = find_condition(conds, "Requeued")
+    requeued = conds.get("Requeued")
     # Requeued=False(Deactivated) on an active workload: Kueue's workload controller flips it to
     # True (Reactivated) at once, so a reactivated workload is not held back by it. After an
     # AdmissionCheck eviction it turns it True once requeueState.requeueAt (if any) has passed.
@@ -425,7 +427,7 @@ def workload_of(
         admission=admission,
         quota_reserved_time=to_seconds(reserved.last_transition_time) if reserved is not None else None,
         admitted=admitted is not None,
-        finished=_true(conds, "Finished") is not None,
+        finished=_true_in(conds, "Finished") is not None,
         evicted_reason=evicted.reason if evicted is not None else None,
         evicted_time=to_seconds(evicted.last_transition_time) if evicted is not None else None,
         requeue_at=requeue_at,
@@ -436,7 +438,7 @@ def workload_of(
         admitted_time=to_seconds(admitted.last_transition_time) if admitted is not None else None,
         max_execution_s=spec.maximum_execution_time_seconds,
         past_execution_s=status.accumulated_past_execution_time_seconds or 0,
-        pods_ready=_true(conds, "PodsReady") is not None,
+        pods_ready=_true_in(conds, "PodsReady") is not None,
     )
 
 
