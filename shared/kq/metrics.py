@@ -10,7 +10,7 @@ DeletePartialMatch).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -131,6 +131,10 @@ class _GaugeTable(Collector):
             table[_values(metric, names, labels)] = value
         groups[key] = table
 
+    def mixed(self, metric: str) -> bool:
+        """Replaced under scopes of different labels (so one replace may drop another scope's rows)."""
+        return len(self.scope_kinds[metric]) > 1
+
     def rows(self, metric: str) -> dict[tuple[str, ...], float]:
         """Every row of a metric: label values (in labels_of order) -> value."""
         return {values: v for g in self.groups[metric].values() for values, v in g.items()}
@@ -169,22 +173,39 @@ class ProcessMetrics:
         }
         self._gauges = _GaugeTable(GAUGES)
         self.registry.register(self._gauges)
+        self._children: dict[tuple[str, tuple[tuple[str, str], ...], str], Any] = {}  # labelled series by labels
+        self._gauge_rows: dict[tuple[str, tuple[tuple[str, str], ...], str], object] = {}  # rows last replaced
         self.set_ready(False)
 
     def apply(self, updates: Iterable[MetricUpdate]) -> None:
         role = {ROLE: self.role}
+        children = self._children
         for u in updates:
             match u:
                 case Inc(metric, labels, amount):
-                    self._counters[metric].labels(**labels, **role).inc(amount)
+                    key = (metric, tuple(labels.items()), self.role)
+                    counter = children.get(key)
+                    if counter is None:  # prometheus-client's labels() checks and locks: once per series
+                        counter = children[key] = self._counters[metric].labels(**labels, **role)
+                    counter.inc(amount)
                 case Observe(metric, labels, value):
-                    self._histograms[metric].labels(**labels, **role).observe(value)
+                    key = (metric, tuple(labels.items()), self.role)
+                    histogram = children.get(key)
+                    if histogram is None:
+                        histogram = children[key] = self._histograms[metric].labels(**labels, **role)
+                    histogram.observe(value)
                 case Gauges(metric, scope, rows):
+                    # A queue's report repeats most of its gauges unchanged (quotas, status): skip those.
+                    key = (metric, tuple(scope.items()), self.role)
+                    if self._gauge_rows.get(key) == rows and not self._gauges.mixed(metric):
+                        continue
                     self._gauges.replace(metric, {**scope, **role}, [({**scope, **r, **role}, v) for r, v in rows])
+                    self._gauge_rows[key] = rows
 
     def clear_kueue_gauges(self) -> None:
         """A scheduler that stops leading stops reporting its queues (their state is no longer its own)."""
         self._gauges.clear("kueue_")
+        self._gauge_rows = {k: v for k, v in self._gauge_rows.items() if not k[0].startswith("kueue_")}
 
     # -- kq's own ------------------------------------------------------------------------------
 

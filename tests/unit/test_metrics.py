@@ -76,3 +76,19 @@ def test_a_gauge_replaced_under_a_wider_scope_drops_every_row_it_covers() -> Non
         m.apply([Gauges(g, {"cohort": "c", "cluster_queue": cq}, (({"flavor": "x", "resource": "cpu"}, 1.0),))])
     m.apply([Gauges(g, {"cohort": "c"}, (({"cluster_queue": "z", "flavor": "x", "resource": "cpu"}, 2.0),))])
     assert {dict(k)["cluster_queue"]: v for k, v in samples(m, g).items()} == {"z": 2.0}
+
+
+def test_repeated_reports_and_counts_keep_their_values_across_a_role_change_and_a_clear() -> None:
+    m = ProcessMetrics(role="leader")
+    g = Gauges("kueue_pending_workloads", {"cluster_queue": "cq"}, (({"status": "active"}, 3.0),))
+    inc = Inc("kueue_admitted_workloads_total", {"cluster_queue": "cq", "priority_class": ""})
+    m.apply([g, g, inc, inc])
+    m.role = "follower"
+    m.apply([inc])
+    m.clear_kueue_gauges()
+    assert samples(m, "kueue_pending_workloads") == {}
+    m.apply([g])  # the same rows as before the clear: reported again
+    assert samples(m, "kueue_pending_workloads") == {
+        frozenset({"cluster_queue": "cq", "status": "active", "replica_role": "follower"}.items()): 3.0}
+    counts = samples(m, "kueue_admitted_workloads_total")
+    assert {dict(k)["replica_role"]: v for k, v in counts.items()} == {"leader": 2.0, "follower": 1.0}

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, Protocol, get_args
 
 from kq.api import core as api_core
 from kq.api import kueue as api
-from kq.api.meta import Condition, LabelSelector, find_condition, parse_time
+from kq.api.meta import Condition, LabelSelector, ObjectMeta, find_condition, parse_time
 from kq.quantity import parse_quantity, to_milli
 
 from .model import (
@@ -58,8 +58,22 @@ if TYPE_CHECKING:
 JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 
 
+# Timestamp text -> seconds: a Workload carries a few, and many Workloads share the same second
+# (bounded; only successful parses are kept).
+_SECONDS_CACHE: dict[str, float] = {}
+_SECONDS_CACHE_MAX = 4096
+
+
 def to_seconds(timestamp: str | None) -> float | None:
-    return None if timestamp is None else parse_time(timestamp).timestamp()
+    if timestamp is None:
+        return None
+    seconds = _SECONDS_CACHE.get(timestamp)
+    if seconds is None:
+        seconds = parse_time(timestamp).timestamp()
+        if len(_SECONDS_CACHE) >= _SECONDS_CACHE_MAX:
+            _SECONDS_CACHE.clear()
+        _SECONDS_CACHE[timestamp] = seconds
+    return seconds
 
 
 # Quantity text -> milli-units. The same few strings ("1", "500m", "2Gi") recur in every
@@ -309,15 +323,14 @@ def _affinity(spec: api_core.PodSpec) -> tuple[NodeSelectorTerm, ...]:
     )
 
 
-def _true(conditions: tuple[Condition, ...], type_: str) -> Condition | None:
-    c = find_condition(conditions, type_)
+def _true_in(by_type: dict[str, Condition], type_: str) -> Condition | None:
+    c = by_type.get(type_)
     return c if c is not None and c.status == "True" else None
 
 
-def workload(obj: api.Workload) -> Workload:
-    meta, spec, status = obj.metadata, obj.spec, obj.status
-    key = f"Workload {meta.namespace}/{meta.name}"
-    pod_sets = tuple(
+def pod_sets(sets: tuple[api.PodSet, ...], key: str) -> tuple[PodSet, ...]:
+    """A Workload's spec.podSets as the core's pod sets (`key` names the Workload in errors)."""
+    return tuple(
         PodSet(
             name=ps.name,
             count=ps.count,
@@ -328,11 +341,44 @@ def workload(obj: api.Workload) -> Workload:
             required_affinity=_affinity(ps.template.spec),
             topology_request=ps.topology_request,
         )
-        for i, ps in enumerate(spec.pod_sets)
+        for i, ps in enumerate(sets)
     )
-    counts = {ps.name: ps.count for ps in spec.pod_sets}
-    conds = status.conditions
-    reserved = _true(conds, "QuotaReserved")
+
+
+def workload_key(meta: ObjectMeta) -> str:
+    return f"Workload {meta.namespace}/{meta.name}"
+
+
+class WorkloadSpecFields(Protocol):
+    """What workload_of reads of a Workload's spec besides its pod sets (the shell may decode a
+    slimmer spec than kq.api's, with the pod sets converted apart)."""
+
+    @property
+    def queue_name(self) -> str: ...
+    @property
+    def priority(self) -> int | None: ...
+    @property
+    def priority_class_ref(self) -> api.PriorityClassRef | None: ...
+    @property
+    def is_active(self) -> bool: ...
+    @property
+    def maximum_execution_time_seconds(self) -> int | None: ...
+
+
+def workload(obj: api.Workload) -> Workload:
+    return workload_of(obj.metadata, obj.spec, obj.status, pod_sets(obj.spec.pod_sets, workload_key(obj.metadata)))
+
+
+def workload_of(
+    meta: ObjectMeta, spec: WorkloadSpecFields, status: api.WorkloadStatus, sets: tuple[PodSet, ...]
+) -> Workload:
+    """The core's Workload from its parts, its pod sets already converted (pod_sets above)."""
+    key = workload_key(meta)
+    counts = {ps.name: ps.count for ps in sets}
+    conds: dict[str, Condition] = {}  # by type, the first of each (find_condition's answer): one pass
+    for c in status.conditions:
+        conds.setdefault(c.type, c)
+    reserved = _true_in(conds, "QuotaReserved")
     admission = None
     if reserved is not None and status.admission is not None:
         admission = Admission(
@@ -350,12 +396,12 @@ def workload(obj: api.Workload) -> Workload:
                 for i, psa in enumerate(status.admission.pod_set_assignments)
             ),
         )
-    evicted = _true(conds, "Evicted")
-    admitted = _true(conds, "Admitted")
+    evicted = _true_in(conds, "Evicted")
+    admitted = _true_in(conds, "Admitted")
     requeue_at = None
     if status.requeue_state is not None:
         requeue_at = to_seconds(status.requeue_state.requeue_at)
-    requeued = find_condition(conds, "Requeued")
+    requeued = conds.get("Requeued")
     # Requeued=False(Deactivated) on an active workload: Kueue's workload controller flips it to
     # True (Reactivated) at once, so a reactivated workload is not held back by it. After an
     # AdmissionCheck eviction it turns it True once requeueState.requeueAt (if any) has passed.
@@ -375,13 +421,13 @@ def workload(obj: api.Workload) -> Workload:
         priority=spec.priority,
         priority_class=priority_class,
         creation_time=to_seconds(meta.creation_timestamp) or 0.0,
-        pod_sets=pod_sets,
+        pod_sets=sets,
         active=spec.is_active,
         job_uid=meta.labels.get(JOB_UID_LABEL, ""),
         admission=admission,
         quota_reserved_time=to_seconds(reserved.last_transition_time) if reserved is not None else None,
         admitted=admitted is not None,
-        finished=_true(conds, "Finished") is not None,
+        finished=_true_in(conds, "Finished") is not None,
         evicted_reason=evicted.reason if evicted is not None else None,
         evicted_time=to_seconds(evicted.last_transition_time) if evicted is not None else None,
         requeue_at=requeue_at,
@@ -392,7 +438,7 @@ def workload(obj: api.Workload) -> Workload:
         admitted_time=to_seconds(admitted.last_transition_time) if admitted is not None else None,
         max_execution_s=spec.maximum_execution_time_seconds,
         past_execution_s=status.accumulated_past_execution_time_seconds or 0,
-        pods_ready=_true(conds, "PodsReady") is not None,
+        pods_ready=_true_in(conds, "PodsReady") is not None,
     )
 
 

@@ -36,6 +36,7 @@ from services.admission.plan.outputs import WRITER, Outputs, QueueFacts, Sent, a
 from services.admission.plan.pending_pacer import PendingPacer
 from services.admission.plan.placement import placement_answer, solve_request
 from services.admission.plan.status_pacer import STATUS_ACTIONS, StatusPacer
+from services.admission.plan.workload_record import WorkloadRecord
 
 
 class LostLeadership(Exception):
@@ -84,8 +85,8 @@ class Partition:
         if rec.kind == "workload":
             self.workload_seq = max(self.workload_seq, seq)
             key = workload_key(rec.namespace, rec.name)
-            admission = obj.status.admission if isinstance(obj, api.Workload) else None
-            tp = obj.metadata.annotations.get(TRACEPARENT_ANNOTATION) if isinstance(obj, api.Workload) else None
+            admission = obj.status.admission if isinstance(obj, WorkloadRecord) else None
+            tp = obj.metadata.annotations.get(TRACEPARENT_ANNOTATION) if isinstance(obj, WorkloadRecord) else None
             if tp:
                 self.traceparents[key] = tp
             else:
