@@ -76,6 +76,9 @@ RESEND_AFTER_S = 3.0
 # ... and "looks as it did" includes these conditions with their transition times, so a workload
 # evicted and holding quota again is a new state: its nomination and check go out at once.
 _MEMO_CONDITIONS = (k.WORKLOAD_QUOTA_RESERVED, k.WORKLOAD_EVICTED, k.WORKLOAD_ADMITTED, k.WORKLOAD_FINISHED)
+# A Finish is about the reservation alone: the check going Ready or the manager's Admitted landing
+# after it was sent is no reason to send it again (it did, 1.6 Finish commands a job).
+_RESERVATION_CONDITIONS = (k.WORKLOAD_QUOTA_RESERVED, k.WORKLOAD_EVICTED)
 
 
 async def _all(calls: Any) -> None:
@@ -404,14 +407,22 @@ class Term:
         if len(self.sent) > 4096:
             self.sent = {key: at for key, at in self.sent.items() if now - at < RESEND_AFTER_S}
         st = wl.status
-        # What each intent is about, as the manager shows it now: the workload's MultiKueue state,
-        # or for a status sync the manager Job's version.
-        seen_wl = _digest([c for c in st.admission_checks if c.name == check], st.cluster_name,
-                          st.nominated_cluster_names, [c for c in st.conditions if c.type in _MEMO_CONDITIONS])
-        seen_job = job_rec.resource_version if job_rec is not None else ""
+        conds = [c for c in st.conditions if c.type in _MEMO_CONDITIONS]
         out = []
         for intent in intents:
-            seen = seen_job if isinstance(intent, SyncJob) else seen_wl
+            # What the intent is about, as the manager shows it now: for a status sync the manager
+            # Job's version; else the part of the workload's state the intent sets or depends on
+            # (the nomination landing does not make a sent check state new, nor does the check
+            # going Ready make a sent Finish new).
+            match intent:
+                case SyncJob():
+                    seen = job_rec.resource_version if job_rec is not None else ""
+                case Finish():
+                    seen = _digest([c for c in conds if c.type in _RESERVATION_CONDITIONS])
+                case SetCheck():
+                    seen = _digest([c for c in st.admission_checks if c.name == check], st.cluster_name, conds)
+                case _:
+                    seen = _digest(st.cluster_name, st.nominated_cluster_names, conds)
             key = f"{wl.metadata.uid}:{seen}:{_digest(intent)}"
             at = self.sent.get(key)
             if at is not None and now - at < RESEND_AFTER_S:
