@@ -133,6 +133,7 @@ class Term:
         self._topology_dirty = True
         self._busy: set[NsName] = set()
         self.rounds: dict[str, tuple[float, tuple[str, ...]]] = {}  # uid -> Incremental round (start, nominated)
+        self.finish_held: dict[str, float] = {}  # uid -> when its Finish was first held back (Plan.hold_finish)
         self.job_owner: dict[tuple[str, str, str], NsName] = {}  # manager (kind, ns, name) of a Job/JobSet -> workload
         self.deleted: dict[NsName, str] = {}  # manager workloads seen deleted -> uid, until their copies are gone
         self.sent: dict[str, float] = {}  # memo of intents sent (see RESEND_AFTER_S) -> when
@@ -338,6 +339,7 @@ class Term:
         if rec is None:
             uid = self.deleted.pop(key, None)
             if uid is not None:
+                self.finish_held.pop(uid, None)
                 await self._delete_copies_of(key, uid)
             return
         wl = self.view.typed(rec.key)
@@ -365,7 +367,8 @@ class Term:
         rnd = self.rounds.get(wl.metadata.uid)
         inp = Inputs(local=wl, check=check, clusters=tuple(views), remotes=remotes, remote_jobs=jobs,
                      local_job=local_job, owner=(ref.api_version, ref.kind) if ref is not None else None,
-                     round_started=rnd[0] if rnd else None, round_nominated=rnd[1] if rnd else (), now=time.time())
+                     round_started=rnd[0] if rnd else None, round_nominated=rnd[1] if rnd else (),
+                     finish_held_since=self.finish_held.get(wl.metadata.uid), now=time.time())
         plan = reconcile(inp, self.core)
         await self._apply(wl, rec, check, plan, job_rec)
 
@@ -385,6 +388,9 @@ class Term:
             await self._create(plan.create_job, job_rec.kind, ns, msgspec.json.encode(job_body))
         if plan.reset_round:
             self.rounds.pop(wl.metadata.uid, None)
+            self.finish_held.pop(wl.metadata.uid, None)
+        if plan.hold_finish:
+            self.finish_held.setdefault(wl.metadata.uid, time.time())
         if plan.round_started is not None:
             self.rounds[wl.metadata.uid] = (plan.round_started, plan.round_nominated)
         if plan.wake_in is not None:

@@ -14,7 +14,16 @@ from kq.api.meta import OwnerReference
 from services.dispatcher.core.copies import remote_copy
 from services.dispatcher.core.flow import reconcile
 from services.dispatcher.core.guard import expired_copies
-from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Nominate, Plan, SetCheck, SyncJob
+from services.dispatcher.core.model import (
+    FINISH_HOLD_S,
+    LEASE_ANNOTATION,
+    ClusterView,
+    Finish,
+    Nominate,
+    Plan,
+    SetCheck,
+    SyncJob,
+)
 
 
 def _first_check(plan: Plan) -> SetCheck:
@@ -70,6 +79,22 @@ def test_finished_copy_finishes_the_manager_workload_with_its_reason() -> None:
                  jobs={"w1": job(status=done)})
     plan = reconcile(inp, SETTINGS)
     assert plan.manager == (SyncJob(status=done), Finish(reason="Failed", message="Job failed"))
+
+
+def test_finish_waits_for_the_manager_job_to_finish_its_workload_then_is_sent() -> None:
+    """A running manager Job gets the worker's status and its integration finishes the Workload:
+    the Finish is held FINISH_HOLD_S for that, then sent (the fallback)."""
+    ok = cond(k.WORKLOAD_FINISHED, reason="Succeeded", message="done")
+    done = JobStatus(succeeded=1)
+    inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T, finished=ok)},
+                 jobs={"w1": job(status=done)}, local_job=job(suspend=False))
+    held = reconcile(inp, SETTINGS)
+    assert held.manager == (SyncJob(status=done),) and held.hold_finish and held.wake_in == FINISH_HOLD_S
+    synced = replace(inp, local_job=job(suspend=False, status=done), finish_held_since=inp.now - 1.0)
+    again = reconcile(synced, SETTINGS)
+    assert again.manager == () and again.hold_finish and abs(again.wake_in - (FINISH_HOLD_S - 1.0)) < 1e-9
+    late = reconcile(replace(synced, finish_held_since=inp.now - FINISH_HOLD_S), SETTINGS)
+    assert late.manager == (Finish(reason="Succeeded", message="done"),) and not late.hold_finish
 
 
 def test_finished_or_evicted_manager_workload_removes_every_copy() -> None:
