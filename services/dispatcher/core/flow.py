@@ -71,13 +71,6 @@ def _job_status_wanted(local_job: RemoteJob, remote_job: RemoteJob) -> Any | Non
     return remote_job.status
 
 
-def _status_flows(local_job: RemoteJob) -> bool:
-    """The worker's status reaches the manager's object (Kueue's Job and JobSet adapters hold it
-    back while the manager's object is suspended)."""
-    adapter = ADAPTERS_BY_TOKEN[token_of(local_job)]
-    return adapter.sync_while_suspended or not adapter.suspended(local_job)
-
-
 def _no_adapter(inp: Inputs, s: Settings) -> str | None:
     """Kueue rejects what it cannot run remotely: no owner, an owner kind without a MultiKueue
     adapter (core/kinds.py), or a job not managed by MultiKueue."""
@@ -137,9 +130,9 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
             manager.append(SetCheck(state=k.CHECK_READY, message=f'The workload was admitted on "{c}"', cluster_name=c))
         if inp.local_job is not None and rjob is not None and inp.local_job.status != rjob.status:
             manager.append(SyncJob(status=rjob.status))
-        if rjob is not None and _status_flows(inp.local_job):
-            # The manager's integration finishes the Workload from the synced status; the Finish
-            # is the fallback, after FINISH_HOLD_S.
+        if rjob is not None:
+            # The manager's integration finishes the Workload from the synced status (suspended or
+            # not); the Finish is the fallback, after FINISH_HOLD_S.
             since = inp.finish_held_since if inp.finish_held_since is not None else inp.now
             left = FINISH_HOLD_S - (inp.now - since)
             if left > 0:
