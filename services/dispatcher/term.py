@@ -417,12 +417,14 @@ class Term:
         out = []
         for intent in intents:
             # What the intent is about, as the manager shows it now: for a status sync the manager
-            # Job's version; else the part of the workload's state the intent sets or depends on
-            # (the nomination landing does not make a sent check state new, nor does the check
-            # going Ready make a sent Finish new).
+            # Job's status (its integration unsuspending it is no reason to send the same status
+            # again); else the part of the workload's state the intent sets or depends on (the
+            # nomination landing does not make a sent check state new, nor does the check going
+            # Ready make a sent Finish new).
             match intent:
                 case SyncJob():
-                    seen = job_rec.resource_version if job_rec is not None else ""
+                    local_job = self.view.typed(job_rec.key) if job_rec is not None else None
+                    seen = _digest(local_job.status) if local_job is not None else ""
                 case Finish():
                     seen = _digest([c for c in conds if c.type in _RESERVATION_CONDITIONS])
                 case SetCheck():
