@@ -77,6 +77,9 @@ RESEND_AFTER_S = 3.0
 # ... and "looks as it did" includes these conditions with their transition times, so a workload
 # evicted and holding quota again is a new state: its nomination and check go out at once.
 _MEMO_CONDITIONS = (k.WORKLOAD_QUOTA_RESERVED, k.WORKLOAD_EVICTED, k.WORKLOAD_ADMITTED, k.WORKLOAD_FINISHED)
+# A Finish is about the reservation alone: the check going Ready or the manager's Admitted landing
+# after it was sent is no reason to send it again (it did, 1.6 Finish commands a job).
+_RESERVATION_CONDITIONS = (k.WORKLOAD_QUOTA_RESERVED, k.WORKLOAD_EVICTED)
 
 
 async def _all(calls: Any) -> None:
@@ -131,6 +134,7 @@ class Term:
         self._topology_dirty = True
         self._busy: set[NsName] = set()
         self.rounds: dict[str, tuple[float, tuple[str, ...]]] = {}  # uid -> Incremental round (start, nominated)
+        self.finish_held: dict[str, float] = {}  # uid -> when its Finish was first held back (Plan.hold_finish)
         self.job_owner: dict[tuple[str, str, str], NsName] = {}  # manager (kind, ns, name) of a Job/JobSet -> workload
         self.deleted: dict[NsName, str] = {}  # manager workloads seen deleted -> uid, until their copies are gone
         self.sent: dict[str, float] = {}  # memo of intents sent (see RESEND_AFTER_S) -> when
@@ -337,6 +341,7 @@ class Term:
         if rec is None:
             uid = self.deleted.pop(key, None)
             if uid is not None:
+                self.finish_held.pop(uid, None)
                 await self._delete_copies_of(key, uid)
             return
         wl = self.view.typed(rec.key)
@@ -364,7 +369,8 @@ class Term:
         rnd = self.rounds.get(wl.metadata.uid)
         inp = Inputs(local=wl, check=check, clusters=tuple(views), remotes=remotes, remote_jobs=jobs,
                      local_job=local_job, owner=(ref.api_version, ref.kind) if ref is not None else None,
-                     round_started=rnd[0] if rnd else None, round_nominated=rnd[1] if rnd else (), now=time.time())
+                     round_started=rnd[0] if rnd else None, round_nominated=rnd[1] if rnd else (),
+                     finish_held_since=self.finish_held.get(wl.metadata.uid), now=time.time())
         plan = reconcile(inp, self.core)
         await self._apply(wl, rec, check, plan, job_rec)
 
@@ -384,6 +390,9 @@ class Term:
             await self._create(plan.create_job, job_rec.kind, ns, msgspec.json.encode(job_body))
         if plan.reset_round:
             self.rounds.pop(wl.metadata.uid, None)
+            self.finish_held.pop(wl.metadata.uid, None)
+        if plan.hold_finish:
+            self.finish_held.setdefault(wl.metadata.uid, time.time())
         if plan.round_started is not None:
             self.rounds[wl.metadata.uid] = (plan.round_started, plan.round_nominated)
         if plan.wake_in is not None:
@@ -406,14 +415,24 @@ class Term:
         if len(self.sent) > 4096:
             self.sent = {key: at for key, at in self.sent.items() if now - at < RESEND_AFTER_S}
         st = wl.status
-        # What each intent is about, as the manager shows it now: the workload's MultiKueue state,
-        # or for a status sync the manager Job's version.
-        seen_wl = _digest([c for c in st.admission_checks if c.name == check], st.cluster_name,
-                          st.nominated_cluster_names, [c for c in st.conditions if c.type in _MEMO_CONDITIONS])
-        seen_job = job_rec.resource_version if job_rec is not None else ""
+        conds = [c for c in st.conditions if c.type in _MEMO_CONDITIONS]
         out = []
         for intent in intents:
-            seen = seen_job if isinstance(intent, SyncJob) else seen_wl
+            # What the intent is about, as the manager shows it now: for a status sync the manager
+            # Job's status (its integration unsuspending it is no reason to send the same status
+            # again); else the part of the workload's state the intent sets or depends on (the
+            # nomination landing does not make a sent check state new, nor does the check going
+            # Ready make a sent Finish new).
+            match intent:
+                case SyncJob():
+                    local_job = self.view.typed(job_rec.key) if job_rec is not None else None
+                    seen = _digest(local_job.status) if local_job is not None else ""
+                case Finish():
+                    seen = _digest([c for c in conds if c.type in _RESERVATION_CONDITIONS])
+                case SetCheck():
+                    seen = _digest([c for c in st.admission_checks if c.name == check], st.cluster_name, conds)
+                case _:
+                    seen = _digest(st.cluster_name, st.nominated_cluster_names, conds)
             key = f"{wl.metadata.uid}:{seen}:{_digest(intent)}"
             at = self.sent.get(key)
             if at is not None and now - at < RESEND_AFTER_S:

@@ -17,6 +17,8 @@ from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 
 import msgspec
+import nats.errors
+from nats.js.errors import NotFoundError
 
 from kq import subjects
 from kq.api import constants as k
@@ -26,12 +28,13 @@ from kq.config import Config, ConfigError, duration_seconds
 from kq.kube import KubeClient, KubeError, NotFound
 from kq.kubeconfigs import KubeconfigError
 from kq.messages import DeleteWorkload, command_msg_id, command_subject_of
-from kq.mirror import MirrorView
+from kq.mirror import MirrorRecordError, MirrorView, decode_record
 from kq.obs import get_logger
 from kq.remote_clusters import KubeconfigSource
 from kq.runtime import Bus, Delivery, OutMsg, Replay
 from services.gc.core.sweep import Orphans, confirmed, expired, orphans
 
+NsName = tuple[str, str]
 SERVICE = "gc"
 WRITER = "gc"
 KQ_NAMESPACE = "kq-system"
@@ -64,18 +67,32 @@ class Sweeper:
             await client.close()
 
     def needs_workloads(self) -> bool:
-        """The manager's Workloads matter only to a retention policy or to orphans on a worker: until
-        one is configured or a MultiKueueCluster exists, gc does not follow them at all."""
-        return (self.after_finished_s is not None or self.after_deactivated_s is not None
-                or bool(self.view.items(self.manager, "multikueuecluster")))
+        """Every manager Workload matters only to a retention policy. Orphans need only the few whose
+        copies a worker holds, read from the mirror's last value at each pass (manager_uids):
+        following every change of every Workload cost gc and the bus a delivery per change."""
+        return self.after_finished_s is not None or self.after_deactivated_s is not None
 
     async def sweep(self) -> None:
-        mkcs = self.view.typed_items(self.manager, "multikueuecluster")
-        if mkcs:
-            manager = {(r.namespace, r.name): r.uid for r in self.view.items(self.manager, "workload")}
-            for mkc in mkcs:
-                await self._sweep_cluster(mkc, manager)
+        for mkc in self.view.typed_items(self.manager, "multikueuecluster"):
+            await self._sweep_cluster(mkc)
         await self._retention()
+
+    async def manager_uids(self, keys: set[NsName]) -> dict[NsName, str]:
+        """(namespace, name) -> uid of those of `keys` that exist on the manager: from the followed
+        Workloads when there are (retention), else each one's last value in the mirror."""
+        if self.needs_workloads():
+            return {(r.namespace, r.name): r.uid for r in self.view.items(self.manager, "workload")}
+        out: dict[NsName, str] = {}
+        for ns, name in sorted(keys):
+            subject = subjects.object_subject(self.manager, "workload", ns, name)
+            try:
+                msg = await self.bus.js.get_msg(subjects.OBJECTS_STREAM, subject=subject, direct=True)
+            except NotFoundError:  # never mirrored (or long gone from the stream): not on the manager
+                continue
+            rec = decode_record(subject, msg.headers, bytes(msg.data or b""))
+            if not rec.deleted:
+                out[(ns, name)] = rec.uid
+        return out
 
     async def _client(self, mkc: MultiKueueCluster) -> KubeClient:
         src = mkc.spec.cluster_source.kube_config
@@ -89,7 +106,7 @@ class Sweeper:
         self.clients[mkc.metadata.name] = (src, client)
         return client
 
-    async def _sweep_cluster(self, mkc: MultiKueueCluster, manager: dict[tuple[str, str], str]) -> None:
+    async def _sweep_cluster(self, mkc: MultiKueueCluster) -> None:
         name = mkc.metadata.name
         selector = f"{k.MULTIKUEUE_ORIGIN_LABEL}={self.origin}"
         try:
@@ -97,11 +114,16 @@ class Sweeper:
             wl_raws, _ = await client.list("workload", label_selector=selector)
             objects = {kind: [decode_object(kind, r) for r in await _list_if_served(client, kind, selector)]
                        for kind in self.kinds}
-        except (KubeconfigError, ValueError, KubeError) as e:
+            remote = [decode_object("workload", r) for r in wl_raws]
+            keys = {(w.metadata.namespace, w.metadata.name) for w in remote} | {
+                (o.metadata.namespace, o.metadata.labels.get(k.PREBUILT_WORKLOAD_LABEL, o.metadata.name))
+                for objs in objects.values() for o in objs}
+            manager = await self.manager_uids(keys)
+        except (KubeconfigError, ValueError, KubeError, MirrorRecordError, nats.errors.Error) as e:
             self.before.pop(name, None)  # start counting again once it is back
             self.log.info("worker skipped this pass", worker=name, why=type(e).__name__)
             return
-        found = orphans([decode_object("workload", r) for r in wl_raws], objects, manager)
+        found = orphans(remote, objects, manager)
         doomed = confirmed(found, self.before.get(name))
         self.before[name] = found
         try:
@@ -199,6 +221,5 @@ async def main(bus: Bus, config: Config, settings: GcSettings | None = None) -> 
                     await workloads.wait_caught_up(timeout=settings.replay_timeout_s)
                     log.info("following the manager's workloads", workloads=len(sweeper.view.items(manager.name,
                                                                                                "workload")))
-                if workloads is not None:
-                    await sweeper.sweep()
+                await sweeper.sweep()
                 await asyncio.sleep(interval)

@@ -22,6 +22,7 @@ from kq.api.meta import Condition, find_condition, parse_time
 
 from .kinds import ADAPTERS, ADAPTERS_BY_TOKEN, RemoteJob, token_of
 from .model import (
+    FINISH_HOLD_S,
     LEASE_ANNOTATION,
     ClusterView,
     Finish,
@@ -129,6 +130,14 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
             manager.append(SetCheck(state=k.CHECK_READY, message=f'The workload was admitted on "{c}"', cluster_name=c))
         if inp.local_job is not None and rjob is not None and inp.local_job.status != rjob.status:
             manager.append(SyncJob(status=rjob.status))
+        if rjob is not None:
+            # The manager's integration finishes the Workload from the synced status (suspended or
+            # not); the Finish is the fallback, after FINISH_HOLD_S.
+            since = inp.finish_held_since if inp.finish_held_since is not None else inp.now
+            left = FINISH_HOLD_S - (inp.now - since)
+            if left > 0:
+                return Plan(delete=stale, manager=tuple(manager), hold_finish=True, wake_in=left,
+                            why=f"finished on {c}: the manager's job finishes it")
         manager.append(Finish(reason=cond.reason, message=cond.message))
         return Plan(delete=stale, manager=tuple(manager), why=f"finished on {c}")
 

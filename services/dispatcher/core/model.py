@@ -38,6 +38,11 @@ RENEW_FRACTION = 0.125  # of workerLostTimeout: how often a lease is renewed
 # Below this workerLostTimeout there is no lease (Kueue's plain semantics): renewals would come
 # faster than every 2 s, a write load that never lets a worker's API go quiet.
 LEASE_MIN_TIMEOUT_S = 16.0
+# A copy finished: the manager's Job (or JobSet, ...) gets the worker's status, and the manager's own
+# integration finishes the Workload from it, with the same reason and message as the copy's. The
+# dispatcher's Finish waits this long for that before it is sent: sent at once it came second every
+# time and was refused (a command, a decision and an outcome a job for nothing).
+FINISH_HOLD_S = 2.0
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -82,6 +87,7 @@ class Inputs(msgspec.Struct, frozen=True, kw_only=True):
     owner: tuple[str, str] | None = None  # (apiVersion, kind) of `local`'s controller
     round_started: float | None = None  # Incremental: when the current nomination round began
     round_nominated: tuple[str, ...] = ()  # Incremental: what that round nominated (until the mirror shows it)
+    finish_held_since: float | None = None  # when a Finish was first held back (Plan.hold_finish)
     now: float
 
 
@@ -121,4 +127,5 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     round_nominated: tuple[str, ...] = ()
     reset_round: bool = False  # Incremental: the workload left dispatch (no quota): forget its round
     awaiting_nomination: bool = False  # External: waiting for someone to nominate
+    hold_finish: bool = False  # a finished copy's Finish is held back (FINISH_HOLD_S): remember since when
     why: str = ""  # the branch taken, for the decision log

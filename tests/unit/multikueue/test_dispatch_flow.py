@@ -14,7 +14,16 @@ from kq.api.meta import OwnerReference
 from services.dispatcher.core.copies import remote_copy
 from services.dispatcher.core.flow import reconcile
 from services.dispatcher.core.guard import expired_copies
-from services.dispatcher.core.model import LEASE_ANNOTATION, ClusterView, Finish, Nominate, Plan, SetCheck, SyncJob
+from services.dispatcher.core.model import (
+    FINISH_HOLD_S,
+    LEASE_ANNOTATION,
+    ClusterView,
+    Finish,
+    Nominate,
+    Plan,
+    SetCheck,
+    SyncJob,
+)
 
 
 def _first_check(plan: Plan) -> SetCheck:
@@ -67,9 +76,27 @@ def test_finished_copy_finishes_the_manager_workload_with_its_reason() -> None:
     failed = cond(k.WORKLOAD_FINISHED, reason="Failed", message="Job failed")
     done = JobStatus(failed=1, conditions=())
     inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T, finished=failed)},
-                 jobs={"w1": job(status=done)})
+                 jobs={"w1": job(status=done)}, finish_held_since=100.0 - FINISH_HOLD_S)
     plan = reconcile(inp, SETTINGS)
     assert plan.manager == (SyncJob(status=done), Finish(reason="Failed", message="Job failed"))
+
+
+def test_finish_waits_for_the_manager_job_to_finish_its_workload_then_is_sent() -> None:
+    """The manager Job gets the worker's status and its integration finishes the Workload: the
+    Finish is held FINISH_HOLD_S for that, then sent (the fallback)."""
+    ok = cond(k.WORKLOAD_FINISHED, reason="Succeeded", message="done")
+    done = JobStatus(succeeded=1)
+    inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T, finished=ok)},
+                 jobs={"w1": job(status=done)}, local_job=job(suspend=False))
+    no_job = reconcile(replace(inp, remote_jobs={}), SETTINGS)  # nothing to sync a status from: at once
+    assert no_job.manager == (Finish(reason="Succeeded", message="done"),) and not no_job.hold_finish
+    held = reconcile(inp, SETTINGS)
+    assert held.manager == (SyncJob(status=done),) and held.hold_finish and held.wake_in == FINISH_HOLD_S
+    synced = replace(inp, local_job=job(suspend=False, status=done), finish_held_since=inp.now - 1.0)
+    again = reconcile(synced, SETTINGS)
+    assert again.manager == () and again.hold_finish and abs(again.wake_in - (FINISH_HOLD_S - 1.0)) < 1e-9
+    late = reconcile(replace(synced, finish_held_since=inp.now - FINISH_HOLD_S), SETTINGS)
+    assert late.manager == (Finish(reason="Succeeded", message="done"),) and not late.hold_finish
 
 
 def test_finished_or_evicted_manager_workload_removes_every_copy() -> None:
@@ -189,7 +216,8 @@ def test_guard_stops_only_reserved_copies_whose_lease_ran_out() -> None:
 
 def test_finished_before_its_cluster_was_recorded_records_it_then_finishes() -> None:
     ok = cond(k.WORKLOAD_FINISHED, reason="Succeeded", message="done")
-    inp = inputs(local(state="Pending"), remotes={"w2": copy(admitted_at=T, finished=ok)}, jobs={"w2": job()})
+    inp = inputs(local(state="Pending"), remotes={"w2": copy(admitted_at=T, finished=ok)}, jobs={"w2": job()},
+                 finish_held_since=100.0 - FINISH_HOLD_S)
     plan = reconcile(inp, SETTINGS)
     assert plan.manager[0] == SetCheck(state="Ready", message='The workload was admitted on "w2"', cluster_name="w2")
     assert plan.manager[-1] == Finish(reason="Succeeded", message="done")
