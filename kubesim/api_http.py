@@ -119,9 +119,11 @@ _GONE_CHECK_S = 5.0
 
 
 class ApiServer:
-    def __init__(self, clusters: Mapping[str, Cluster], *, bookmark_interval_s: float) -> None:
+    def __init__(self, clusters: Mapping[str, Cluster], *, bookmark_interval_s: float,
+                 watch_flush_s: float = 0.0) -> None:
         self._clusters = clusters
         self._bookmark_s = bookmark_interval_s
+        self._flush_s = watch_flush_s
         self.server_address = "127.0.0.1"
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
@@ -271,9 +273,18 @@ class ApiServer:
                 await resp.write(b"".join(initial))
             deadline = loop.time() + timeout if timeout else None
             next_bookmark = loop.time() + self._bookmark_s
+            flushed_at = -self._flush_s
             while True:
                 if w.buf:
-                    await resp.write(w.drain())
+                    # At most one write per flush interval: under load the events of a few ms go out
+                    # in one chunk (one syscall here, one read in the client); an idle watch writes at once.
+                    wait = flushed_at + self._flush_s - loop.time()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    data = w.drain()
+                    if data:
+                        await resp.write(data)
+                    flushed_at = loop.time()
                     continue
                 if w.closed is not None:
                     break

@@ -38,6 +38,7 @@ class KubeSim:
         sleep_scale: float = 1.0,
         history_size: int = 10_000,
         bookmark_interval_s: float = 2.0,
+        watch_flush_s: float = 0.005,
         watch_buffer: int = 10_000,
         seed: int | None = None,
         advertise_url: str | None = None,
@@ -74,6 +75,7 @@ class KubeSim:
                 c.store.recorder = functools.partial(journal.record, c.name)
         self._flushing: asyncio.Task[None] | None = None
         self._bookmark_s = bookmark_interval_s
+        self._flush_s = watch_flush_s
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -82,7 +84,7 @@ class KubeSim:
 
     async def start(self) -> str:
         """Listen on host:port (0: any free port). Returns the base URL."""
-        api = ApiServer(self.clusters, bookmark_interval_s=self._bookmark_s)
+        api = ApiServer(self.clusters, bookmark_interval_s=self._bookmark_s, watch_flush_s=self._flush_s)
         control = ControlApi(self.clusters, self.kubeconfig_yaml)
         app = web.Application(client_max_size=_MAX_BODY)
         app.add_routes(control.routes())

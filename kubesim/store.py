@@ -59,8 +59,14 @@ class Admission(Protocol):
     def on_update(self, store: Store, rt: ResourceType, old: Mapping[str, Any], new: dict[str, Any]) -> None: ...
 
 
+_stamp_cache: list[Any] = [-1, ""]  # [whole second, its RFC 3339 text]: many writes share a second
+
+
 def now_rfc3339(t: float | None = None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
+    sec = int(time.time() if t is None else t)
+    if sec != _stamp_cache[0]:
+        _stamp_cache[0], _stamp_cache[1] = sec, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(sec))
+    return _stamp_cache[1]
 
 
 def owner_uids(obj: Mapping[str, Any]) -> tuple[str, ...]:
@@ -294,14 +300,17 @@ class Store:
             doc = _decode(body)
         except msgspec.DecodeError as e:
             raise bad_request(f"error decoding patch: {e}") from None
-        target = old.copy()
         try:
-            if ctype == patches.MERGE_PATCH:
-                result = patches.merge_patch(target, doc)
+            if ctype == patches.MERGE_PATCH and status_only:
+                # Only the status of the result is kept: a merge that shares what it does not
+                # change with the stored object (never mutated) saves decoding a private copy.
+                result = patches.merged(old.obj, doc)
+            elif ctype == patches.MERGE_PATCH:
+                result = patches.merge_patch(old.copy(), doc)
             elif ctype == patches.JSON_PATCH:
-                result = patches.json_patch(target, doc)
+                result = patches.json_patch(old.copy(), doc)
             else:
-                result = patches.strategic_merge(target, doc)
+                result = patches.strategic_merge(old.copy(), doc)
         except patches.PatchError as e:
             raise ApiError(e.code, f"the server rejected our request due to an error in our request: {e}") from None
         result = require_map(result, "patched object")
