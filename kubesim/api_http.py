@@ -126,8 +126,9 @@ class ApiServer:
         self._flush_s = watch_flush_s
         self.server_address = "127.0.0.1"
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        cluster = self._clusters.get(request.match_info["cluster"])
+    async def handle(self, request: web.BaseRequest, cluster_name: str, tail: str) -> web.StreamResponse:
+        """A request to /clusters/<cluster_name>/<tail>."""
+        cluster = self._clusters.get(cluster_name)
         if cluster is None:
             return error_response(_not_found_path(request.path))
         if cluster.cut_off(request.headers.get("User-Agent", "")):
@@ -136,7 +137,7 @@ class ApiServer:
             await asyncio.sleep(cluster.faults.latency_ms / 1000)
             if cluster.cut_off(request.headers.get("User-Agent", "")):
                 return _drop(request)
-        tail = request.match_info["tail"].strip("/")
+        tail = tail.strip("/")
         try:
             user = cluster.authn.user(request.headers)
             parsed = parse_target(tail.split("/"), request.path)
@@ -160,7 +161,7 @@ class ApiServer:
         except ApiError as e:
             return error_response(e)
 
-    async def _dispatch(self, request: web.Request, cluster: Cluster, t: Target, verb: str) -> web.StreamResponse:
+    async def _dispatch(self, request: web.BaseRequest, cluster: Cluster, t: Target, verb: str) -> web.StreamResponse:
         store, rt, q = cluster.store, t.rt, request.query
         if q.get("dryRun"):
             raise bad_request("kubesim does not support dryRun")
@@ -237,7 +238,7 @@ class ApiServer:
 
     # --- watch ---
 
-    async def _watch(self, request: web.Request, cluster: Cluster, t: Target) -> web.StreamResponse:
+    async def _watch(self, request: web.BaseRequest, cluster: Cluster, t: Target) -> web.StreamResponse:
         store, rt, q = cluster.store, t.rt, request.query
         match = matcher(parse_label_selector(q.get("labelSelector")), parse_field_selector(q.get("fieldSelector"), rt))
         bookmarks = q.get("allowWatchBookmarks", "").lower() in _TRUE
@@ -324,14 +325,14 @@ class ApiServer:
         return event_line(BOOKMARK, _encode(obj))
 
 
-def _drop(request: web.Request, resp: web.StreamResponse | None = None) -> web.StreamResponse:
+def _drop(request: web.BaseRequest, resp: web.StreamResponse | None = None) -> web.StreamResponse:
     """Cut the connection without an answer (a partitioned or crashed API server)."""
     if request.transport is not None:
         request.transport.abort()
     return resp if resp is not None else web.Response(status=503)
 
 
-async def _flushed(request: web.Request) -> None:
+async def _flushed(request: web.BaseRequest) -> None:
     """Let the half-written chunk reach the client before the connection is cut."""
     for _ in range(100):
         tr = request.transport
@@ -359,7 +360,7 @@ def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
         raise bad_request(f"continue: invalid continue token {token[:40]!r}") from None
 
 
-async def _read_body(request: web.Request) -> Any:
+async def _read_body(request: web.BaseRequest) -> Any:
     data = await request.read()
     if not data:
         raise bad_request("the request body is empty")
@@ -375,7 +376,7 @@ async def _read_body(request: web.Request) -> Any:
         raise bad_request(f"error decoding request body: {e}") from None
 
 
-async def _delete_options(request: web.Request) -> dict[str, Any]:
+async def _delete_options(request: web.BaseRequest) -> dict[str, Any]:
     q = request.query
     opts: dict[str, Any] = {}
     data = await request.read()
