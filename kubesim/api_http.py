@@ -26,7 +26,7 @@ from kubesim.cluster import Cluster
 from kubesim.errors import ApiError, bad_request, conflict, method_not_allowed, success
 from kubesim.resources import PODS, ResourceType, lookup
 from kubesim.selectors import matcher, parse_field_selector, parse_label_selector
-from kubesim.watch import BOOKMARK, ERROR, event_line
+from kubesim.watch import BOOKMARK, ERROR, Alarm, event_line
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -268,12 +268,14 @@ class ApiServer:
                 return resp
         w = store.hub.open(rt.key, t.ns, match, request.headers.get("User-Agent", ""))
         loop = asyncio.get_running_loop()
+        alarm = Alarm(loop, w.wake)
         try:
             await resp.prepare(request)
             if initial:
                 await resp.write(b"".join(initial))
             deadline = loop.time() + timeout if timeout else None
             next_bookmark = loop.time() + self._bookmark_s
+            next_check = loop.time() + _GONE_CHECK_S
             flushed_at = -self._flush_s
             while True:
                 if w.buf:
@@ -298,14 +300,13 @@ class ApiServer:
                     await resp.write(self._bookmark(cluster, rt))
                     next_bookmark = now + self._bookmark_s
                     continue
-                wakes = (deadline, next_bookmark if bookmarks else None, now + _GONE_CHECK_S)
-                wake_at = min(x for x in wakes if x is not None)
-                try:
-                    async with asyncio.timeout(wake_at - now):
-                        await w.wake.wait()
-                except TimeoutError:
+                if now >= next_check:
                     if request.transport is None or request.transport.is_closing():
                         break  # the client went away
+                    next_check = now + _GONE_CHECK_S
+                alarm.ring_at(min(deadline or next_check, next_bookmark if bookmarks else next_check, next_check))
+                w.wake.clear()  # nothing is buffered: only a new event or the alarm wakes us
+                await w.wake.wait()
             why = w.closed
             if why in ("cut-mid", "disconnect"):
                 if why == "cut-mid":
@@ -317,6 +318,7 @@ class ApiServer:
         except (ConnectionResetError, ConnectionError):
             pass  # the client is gone
         finally:
+            alarm.cancel()
             store.hub.close(w)
         return resp
 

@@ -102,6 +102,36 @@ class Watcher:
         return data
 
 
+class Alarm:
+    """A watch's one timer (bookmark, timeout, client-gone check), set again only when its time
+    changes or it has rung: an asyncio.timeout per wait made and cancelled a timer per event."""
+
+    __slots__ = ("_loop", "_event", "_handle", "_at")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+        self._loop = loop
+        self._event = event
+        self._handle: asyncio.TimerHandle | None = None
+        self._at = 0.0
+
+    def ring_at(self, at: float) -> None:
+        if self._handle is not None:
+            if self._at == at:
+                return
+            self._handle.cancel()
+        self._at = at
+        self._handle = self._loop.call_at(at, self._ring)
+
+    def _ring(self) -> None:
+        self._handle = None
+        self._event.set()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
 class WatchHub:
     def __init__(self, history_size: int, buffer_limit: int = 10_000) -> None:
         self._history: deque[Event] = deque(maxlen=max(1, history_size))
