@@ -133,7 +133,8 @@ class ApiServer:
         cluster = self._clusters.get(cluster_name)
         if cluster is None:
             return error_response(_not_found_path(request.path))
-        if cluster.cut_off(request.headers.get("User-Agent", "")):
+        if (cluster.disconnected or cluster.disconnected_agent is not None) and cluster.cut_off(
+                request.headers.get("User-Agent", "")):
             return _drop(request)
         if cluster.faults.latency_ms:
             await asyncio.sleep(cluster.faults.latency_ms / 1000)
@@ -153,9 +154,9 @@ class ApiServer:
             verb = verb_of(request.method, parsed, query)
             resource = f"{parsed.rt.plural}/{parsed.sub}" if parsed.sub else parsed.rt.plural
             cluster.authn.record(user, parsed.rt.group, resource, verb, parsed.ns or "")
-            names = (parsed.rt.plural, parsed.rt.key) + ((f"{parsed.rt.plural}/{parsed.sub}",) if parsed.sub else ())
-            fault = cluster.faults.take_error(verb, names)
-            if fault is not None:
+            fault = cluster.faults.errors and cluster.faults.take_error(verb, (
+                parsed.rt.plural, parsed.rt.key, *((resource,) if parsed.sub else ())))
+            if fault:
                 headers = {"Retry-After": str(fault.retry_after_s)} if fault.code == 429 else None
                 raise ApiError(fault.code, f"kubesim injected fault: {fault.code} on {verb} {parsed.rt.key}",
                                headers=headers)
