@@ -171,7 +171,8 @@ class Store:
                 self._uids[obj["metadata"]["uid"]] = key
             self._reindex_owners(key, old.obj if old else None, obj)
         self.last_change = time.monotonic()
-        self.hub.publish(Event(self.rv, rt.key, ns, etype, obj, old.obj if old else None, raw))
+        self.hub.publish(Event(self.rv, rt.key, ns, etype, obj, old.obj if old else None, raw,
+                               old.raw if old else None))
         if self.recorder is not None:
             self.recorder(self.rv, etype, rt.key, raw)
         for fn in self._listeners.get(rt.key, ()):
