@@ -140,68 +140,73 @@ class ApiServer:
             await asyncio.sleep(cluster.faults.latency_ms / 1000)
             if cluster.cut_off(request.headers.get("User-Agent", "")):
                 return _drop(request)
-        tail = tail.strip("/")
         try:
             user = cluster.authn.user(request.headers)
-            parsed = parse_target(tail.split("/"), request.path)
+            parsed = parse_target(tail.strip("/").split("/"), request.path)
             if isinstance(parsed, str):
                 if parsed == "api":
                     return _json(_encode(discovery.api_versions(self.server_address)))
                 return web.Response(text=parsed)
             if isinstance(parsed, dict):
                 return _json(_encode(parsed))
-            query = request.query
-            verb = verb_of(request.method, parsed, query)
-            resource = f"{parsed.rt.plural}/{parsed.sub}" if parsed.sub else parsed.rt.plural
-            cluster.authn.record(user, parsed.rt.group, resource, verb, parsed.ns or "")
-            fault = cluster.faults.errors and cluster.faults.take_error(verb, (
-                parsed.rt.plural, parsed.rt.key, *((resource,) if parsed.sub else ())))
-            if fault:
-                headers = {"Retry-After": str(fault.retry_after_s)} if fault.code == 429 else None
-                raise ApiError(fault.code, f"kubesim injected fault: {fault.code} on {verb} {parsed.rt.key}",
-                               headers=headers)
-            return await self._dispatch(request, cluster, parsed, verb)
+            verb = verb_of(request.method, parsed, request.query)
+            self.admit(cluster, user, parsed, verb)
+            if verb == "watch":
+                if request.query.get("dryRun"):
+                    raise bad_request("kubesim does not support dryRun")
+                return await self._watch(request, cluster, parsed)
+            data = await request.read()
+            status, body = self.plain(cluster, parsed, verb, request.query, request.headers.get("Content-Type"), data)
+            return _json(body, status)
         except ApiError as e:
             return error_response(e)
 
-    async def _dispatch(self, request: web.BaseRequest, cluster: Cluster, t: Target, verb: str) -> web.StreamResponse:
-        store, rt, q = cluster.store, t.rt, request.query
+    def admit(self, cluster: Cluster, user: str, t: Target, verb: str) -> None:
+        """Log the call (kubesim/authn.py) and answer an injected error fault, if one matches."""
+        resource = f"{t.rt.plural}/{t.sub}" if t.sub else t.rt.plural
+        cluster.authn.record(user, t.rt.group, resource, verb, t.ns or "")
+        fault = cluster.faults.errors and cluster.faults.take_error(verb, (
+            t.rt.plural, t.rt.key, *((resource,) if t.sub else ())))
+        if fault:
+            headers = {"Retry-After": str(fault.retry_after_s)} if fault.code == 429 else None
+            raise ApiError(fault.code, f"kubesim injected fault: {fault.code} on {verb} {t.rt.key}", headers=headers)
+
+    def plain(self, cluster: Cluster, t: Target, verb: str, q: Mapping[str, str], ctype: str | None,
+              data: bytes) -> tuple[int, bytes]:
+        """Every verb but watch, synchronously: (status, JSON body). Also kubesim/fast_http.py's."""
+        store, rt = cluster.store, t.rt
         if q.get("dryRun"):
             raise bad_request("kubesim does not support dryRun")
         if verb == "get":
-            return _json(store.get(rt, t.ns or "", t.name or "").raw)
+            return 200, store.get(rt, t.ns or "", t.name or "").raw
         if verb == "list":
-            return self._list(cluster, t, q)
-        if verb == "watch":
-            return await self._watch(request, cluster, t)
+            return 200, self._list(cluster, t, q)
         if verb == "create":
-            body = await _read_body(request)
+            body = _body(data, ctype)
             if t.sub == "binding":
-                return self._bind(cluster, t, body)
-            return _json(store.create(rt, t.ns or "", body).raw, 201)
+                return 201, self._bind(cluster, t, body)
+            return 201, store.create(rt, t.ns or "", body).raw
         if verb == "update":
-            body = await _read_body(request)
-            return _json(store.replace(rt, t.ns or "", t.name or "", body, status_only=t.sub == "status").raw)
+            body = _body(data, ctype)
+            return 200, store.replace(rt, t.ns or "", t.name or "", body, status_only=t.sub == "status").raw
         if verb == "patch":
-            data = await request.read()
-            ctype = request.headers.get("Content-Type", "")
-            return _json(store.patch(rt, t.ns or "", t.name or "", ctype, data, status_only=t.sub == "status").raw)
+            return 200, store.patch(rt, t.ns or "", t.name or "", ctype or "", data, status_only=t.sub == "status").raw
         if verb == "delete":
-            opts = await _delete_options(request)
+            opts = _delete_options(data, q)
             entry, gone = store.delete(rt, t.ns or "", t.name or "", **opts)
             if gone and not (rt.custom or rt is PODS):
-                return _json(_encode(success(rt, t.name or "", entry.obj["metadata"]["uid"])))
-            return _json(entry.raw)
+                return 200, _encode(success(rt, t.name or "", entry.obj["metadata"]["uid"]))
+            return 200, entry.raw
         # deletecollection
-        opts = await _delete_options(request)
+        opts = _delete_options(data, q)
         match = matcher(parse_label_selector(q.get("labelSelector")), parse_field_selector(q.get("fieldSelector"), rt))
         items = []
         for e in store.list(rt, t.ns, match):
             m = e.obj["metadata"]
             items.append(store.delete(rt, m.get("namespace", ""), m["name"], **opts)[0].raw)
-        return _json(_list_body(rt, {"resourceVersion": str(store.rv)}, items))
+        return 200, _list_body(rt, {"resourceVersion": str(store.rv)}, items)
 
-    def _bind(self, cluster: Cluster, t: Target, body: Any) -> web.Response:
+    def _bind(self, cluster: Cluster, t: Target, body: Any) -> bytes:
         node = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
         if not node:
             raise bad_request("binding: target.name is required")
@@ -210,13 +215,11 @@ class ApiServer:
         if current:
             raise conflict(PODS, t.name or "", f"pod {t.name} is already assigned to node \"{current}\"")
         cluster.store.modify(PODS, t.ns or "", t.name or "", lambda p: p["spec"].__setitem__("nodeName", node))
-        return _json(
-            _encode({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}), 201
-        )
+        return _encode({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 
     # --- list ---
 
-    def _list(self, cluster: Cluster, t: Target, q: Mapping[str, str]) -> web.Response:
+    def _list(self, cluster: Cluster, t: Target, q: Mapping[str, str]) -> bytes:
         store, rt = cluster.store, t.rt
         match = matcher(parse_label_selector(q.get("labelSelector")), parse_field_selector(q.get("fieldSelector"), rt))
         entries = store.list(rt, t.ns, match)
@@ -237,7 +240,7 @@ class ApiServer:
             meta["continue"] = _encode_continue(rv, (last.get("namespace", ""), last["name"]))
             meta["remainingItemCount"] = len(entries) - limit
             entries = entries[:limit]
-        return _json(_list_body(rt, meta, [e.raw for e in entries]))
+        return _list_body(rt, meta, [e.raw for e in entries])
 
     # --- watch ---
 
@@ -366,11 +369,10 @@ def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
         raise bad_request(f"continue: invalid continue token {token[:40]!r}") from None
 
 
-async def _read_body(request: web.BaseRequest) -> Any:
-    data = await request.read()
+def _body(data: bytes, content_type: str | None) -> Any:
     if not data:
         raise bad_request("the request body is empty")
-    ctype = request.headers.get("Content-Type", "application/json").split(";", 1)[0].strip().lower()
+    ctype = (content_type if content_type is not None else "application/json").split(";", 1)[0].strip().lower()
     if ctype not in _JSON_TYPES + _YAML_TYPES:
         raise ApiError(415, f"the body of the request was in an unknown format - accepted media types include: "
                             f"application/json, application/yaml (got {ctype!r})")
@@ -382,10 +384,8 @@ async def _read_body(request: web.BaseRequest) -> Any:
         raise bad_request(f"error decoding request body: {e}") from None
 
 
-async def _delete_options(request: web.BaseRequest) -> dict[str, Any]:
-    q = request.query
+def _delete_options(data: bytes, q: Mapping[str, str]) -> dict[str, Any]:
     opts: dict[str, Any] = {}
-    data = await request.read()
     if data:
         try:
             body = _decode(data)

@@ -22,6 +22,7 @@ from aiohttp import web
 from kubesim.api_http import ApiServer
 from kubesim.cluster import Cluster
 from kubesim.control_http import ControlApi
+from kubesim.fast_http import FastPath, FrontProtocol
 from kubesim.journal import Journal
 from kubesim.kueue_webhooks import KueueOptions
 
@@ -78,6 +79,8 @@ class KubeSim:
         self._bookmark_s = bookmark_interval_s
         self._flush_s = watch_flush_s
         self._runner: web.ServerRunner | None = None
+        self._listener: asyncio.Server | None = None
+        self._fronts: set[FrontProtocol] = set()
         self.url = ""
 
     def cluster(self, name: str) -> Cluster:
@@ -108,9 +111,10 @@ class KubeSim:
         server = web.Server(route, request_factory=make_request, access_log=None)
         self._runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self._host, self._port)
-        await site.start()
-        host, port = self._runner.addresses[0][:2]
+        fast = FastPath(api, self.clusters)
+        self._listener = await loop.create_server(lambda: FrontProtocol(fast, server, self._fronts),
+                                                  self._host, self._port)
+        host, port = self._listener.sockets[0].getsockname()[:2]
         self.url = f"http://{host}:{port}"
         api.server_address = f"{host}:{port}"
         if self.journal is not None:
@@ -131,6 +135,11 @@ class KubeSim:
             self.journal.close()
         for c in self.clusters.values():
             c.close()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for front in list(self._fronts):
+            front.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
