@@ -33,6 +33,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
                    help="scale a container's `sleep N` (e.g. 0.1 runs Kueue's 60 s sample pods for 6 s)")
     p.add_argument("--history", type=int, default=10_000, help="watch history window per cluster (events)")
     p.add_argument("--bookmark-interval", default="2s", help="watch bookmark interval (default 2s)")
+    p.add_argument("--watch-flush", default="5ms",
+                   help="a busy watch writes its events at most this often, batched (default 5ms; 0ms: each at once)")
     p.add_argument("--journal", default=None,
                    help="append every change of the history resources to this file (JSON lines)")
     p.add_argument("--journal-resources", default=None,
@@ -73,6 +75,7 @@ async def _serve(ns: argparse.Namespace) -> int:
             sleep_scale=ns.sleep_scale,
             history_size=ns.history,
             bookmark_interval_s=parse_duration(ns.bookmark_interval),
+            watch_flush_s=parse_duration(ns.watch_flush),
             seed=ns.seed,
             advertise_url=ns.advertise_url,
             kueue=kueue,
@@ -103,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parse_duration(ns.ready_delay)
         parse_duration(ns.bookmark_interval)
+        parse_duration(ns.watch_flush)
     except ValueError as e:
         print(f"kubesim: {e}", file=sys.stderr)
         return 2

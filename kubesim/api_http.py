@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ from kubesim.cluster import Cluster
 from kubesim.errors import ApiError, bad_request, conflict, method_not_allowed, success
 from kubesim.resources import PODS, ResourceType, lookup
 from kubesim.selectors import matcher, parse_field_selector, parse_label_selector
-from kubesim.watch import BOOKMARK, ERROR, event_line
+from kubesim.watch import BOOKMARK, ERROR, Alarm, event_line
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -113,89 +114,99 @@ def verb_of(method: str, t: Target, query: Mapping[str, str]) -> str:
     raise method_not_allowed()
 
 
-# An idle watch looks this often whether its client went away. Each look is a timer and a wake-up:
-# at 1 s, the ~700 watches of a manager and 20 workers cost kubesim 30 ms of CPU a second doing nothing.
+# An idle watch without bookmarks looks this often whether its client went away. Each look is a
+# timer and a wake-up: at 1 s, the ~700 watches of a manager and 20 workers cost kubesim 30 ms of
+# CPU a second doing nothing.
 _GONE_CHECK_S = 5.0
 
 
 class ApiServer:
-    def __init__(self, clusters: Mapping[str, Cluster], *, bookmark_interval_s: float) -> None:
+    def __init__(self, clusters: Mapping[str, Cluster], *, bookmark_interval_s: float,
+                 watch_flush_s: float = 0.0) -> None:
         self._clusters = clusters
         self._bookmark_s = bookmark_interval_s
+        self._flush_s = watch_flush_s
         self.server_address = "127.0.0.1"
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        cluster = self._clusters.get(request.match_info["cluster"])
+    async def handle(self, request: web.BaseRequest, cluster_name: str, tail: str) -> web.StreamResponse:
+        """A request to /clusters/<cluster_name>/<tail>."""
+        cluster = self._clusters.get(cluster_name)
         if cluster is None:
             return error_response(_not_found_path(request.path))
-        if cluster.cut_off(request.headers.get("User-Agent", "")):
+        if (cluster.disconnected or cluster.disconnected_agent is not None) and cluster.cut_off(
+                request.headers.get("User-Agent", "")):
             return _drop(request)
         if cluster.faults.latency_ms:
             await asyncio.sleep(cluster.faults.latency_ms / 1000)
             if cluster.cut_off(request.headers.get("User-Agent", "")):
                 return _drop(request)
-        tail = request.match_info["tail"].strip("/")
         try:
             user = cluster.authn.user(request.headers)
-            parsed = parse_target(tail.split("/"), request.path)
+            parsed = parse_target(tail.strip("/").split("/"), request.path)
             if isinstance(parsed, str):
                 if parsed == "api":
                     return _json(_encode(discovery.api_versions(self.server_address)))
                 return web.Response(text=parsed)
             if isinstance(parsed, dict):
                 return _json(_encode(parsed))
-            query = request.query
-            verb = verb_of(request.method, parsed, query)
-            resource = f"{parsed.rt.plural}/{parsed.sub}" if parsed.sub else parsed.rt.plural
-            cluster.authn.record(user, parsed.rt.group, resource, verb, parsed.ns or "")
-            names = (parsed.rt.plural, parsed.rt.key) + ((f"{parsed.rt.plural}/{parsed.sub}",) if parsed.sub else ())
-            fault = cluster.faults.take_error(verb, names)
-            if fault is not None:
-                headers = {"Retry-After": str(fault.retry_after_s)} if fault.code == 429 else None
-                raise ApiError(fault.code, f"kubesim injected fault: {fault.code} on {verb} {parsed.rt.key}",
-                               headers=headers)
-            return await self._dispatch(request, cluster, parsed, verb)
+            verb = verb_of(request.method, parsed, request.query)
+            self.admit(cluster, user, parsed, verb)
+            if verb == "watch":
+                if request.query.get("dryRun"):
+                    raise bad_request("kubesim does not support dryRun")
+                return await self._watch(request, cluster, parsed)
+            data = await request.read()
+            status, body = self.plain(cluster, parsed, verb, request.query, request.headers.get("Content-Type"), data)
+            return _json(body, status)
         except ApiError as e:
             return error_response(e)
 
-    async def _dispatch(self, request: web.Request, cluster: Cluster, t: Target, verb: str) -> web.StreamResponse:
-        store, rt, q = cluster.store, t.rt, request.query
+    def admit(self, cluster: Cluster, user: str, t: Target, verb: str) -> None:
+        """Log the call (kubesim/authn.py) and answer an injected error fault, if one matches."""
+        resource = f"{t.rt.plural}/{t.sub}" if t.sub else t.rt.plural
+        cluster.authn.record(user, t.rt.group, resource, verb, t.ns or "")
+        fault = cluster.faults.errors and cluster.faults.take_error(verb, (
+            t.rt.plural, t.rt.key, *((resource,) if t.sub else ())))
+        if fault:
+            headers = {"Retry-After": str(fault.retry_after_s)} if fault.code == 429 else None
+            raise ApiError(fault.code, f"kubesim injected fault: {fault.code} on {verb} {t.rt.key}", headers=headers)
+
+    def plain(self, cluster: Cluster, t: Target, verb: str, q: Mapping[str, str], ctype: str | None,
+              data: bytes) -> tuple[int, bytes]:
+        """Every verb but watch, synchronously: (status, JSON body). Also kubesim/fast_http.py's."""
+        store, rt = cluster.store, t.rt
         if q.get("dryRun"):
             raise bad_request("kubesim does not support dryRun")
         if verb == "get":
-            return _json(store.get(rt, t.ns or "", t.name or "").raw)
+            return 200, store.get(rt, t.ns or "", t.name or "").raw
         if verb == "list":
-            return self._list(cluster, t, q)
-        if verb == "watch":
-            return await self._watch(request, cluster, t)
+            return 200, self._list(cluster, t, q)
         if verb == "create":
-            body = await _read_body(request)
+            body = _body(data, ctype)
             if t.sub == "binding":
-                return self._bind(cluster, t, body)
-            return _json(store.create(rt, t.ns or "", body).raw, 201)
+                return 201, self._bind(cluster, t, body)
+            return 201, store.create(rt, t.ns or "", body).raw
         if verb == "update":
-            body = await _read_body(request)
-            return _json(store.replace(rt, t.ns or "", t.name or "", body, status_only=t.sub == "status").raw)
+            body = _body(data, ctype)
+            return 200, store.replace(rt, t.ns or "", t.name or "", body, status_only=t.sub == "status").raw
         if verb == "patch":
-            data = await request.read()
-            ctype = request.headers.get("Content-Type", "")
-            return _json(store.patch(rt, t.ns or "", t.name or "", ctype, data, status_only=t.sub == "status").raw)
+            return 200, store.patch(rt, t.ns or "", t.name or "", ctype or "", data, status_only=t.sub == "status").raw
         if verb == "delete":
-            opts = await _delete_options(request)
+            opts = _delete_options(data, q)
             entry, gone = store.delete(rt, t.ns or "", t.name or "", **opts)
             if gone and not (rt.custom or rt is PODS):
-                return _json(_encode(success(rt, t.name or "", entry.obj["metadata"]["uid"])))
-            return _json(entry.raw)
+                return 200, _encode(success(rt, t.name or "", entry.obj["metadata"]["uid"]))
+            return 200, entry.raw
         # deletecollection
-        opts = await _delete_options(request)
+        opts = _delete_options(data, q)
         match = matcher(parse_label_selector(q.get("labelSelector")), parse_field_selector(q.get("fieldSelector"), rt))
         items = []
         for e in store.list(rt, t.ns, match):
             m = e.obj["metadata"]
             items.append(store.delete(rt, m.get("namespace", ""), m["name"], **opts)[0].raw)
-        return _json(_list_body(rt, {"resourceVersion": str(store.rv)}, items))
+        return 200, _list_body(rt, {"resourceVersion": str(store.rv)}, items)
 
-    def _bind(self, cluster: Cluster, t: Target, body: Any) -> web.Response:
+    def _bind(self, cluster: Cluster, t: Target, body: Any) -> bytes:
         node = ((body or {}).get("target") or {}).get("name") if isinstance(body, dict) else None
         if not node:
             raise bad_request("binding: target.name is required")
@@ -204,13 +215,11 @@ class ApiServer:
         if current:
             raise conflict(PODS, t.name or "", f"pod {t.name} is already assigned to node \"{current}\"")
         cluster.store.modify(PODS, t.ns or "", t.name or "", lambda p: p["spec"].__setitem__("nodeName", node))
-        return _json(
-            _encode({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}), 201
-        )
+        return _encode({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201})
 
     # --- list ---
 
-    def _list(self, cluster: Cluster, t: Target, q: Mapping[str, str]) -> web.Response:
+    def _list(self, cluster: Cluster, t: Target, q: Mapping[str, str]) -> bytes:
         store, rt = cluster.store, t.rt
         match = matcher(parse_label_selector(q.get("labelSelector")), parse_field_selector(q.get("fieldSelector"), rt))
         entries = store.list(rt, t.ns, match)
@@ -231,11 +240,11 @@ class ApiServer:
             meta["continue"] = _encode_continue(rv, (last.get("namespace", ""), last["name"]))
             meta["remainingItemCount"] = len(entries) - limit
             entries = entries[:limit]
-        return _json(_list_body(rt, meta, [e.raw for e in entries]))
+        return _list_body(rt, meta, [e.raw for e in entries])
 
     # --- watch ---
 
-    async def _watch(self, request: web.Request, cluster: Cluster, t: Target) -> web.StreamResponse:
+    async def _watch(self, request: web.BaseRequest, cluster: Cluster, t: Target) -> web.StreamResponse:
         store, rt, q = cluster.store, t.rt, request.query
         match = matcher(parse_label_selector(q.get("labelSelector")), parse_field_selector(q.get("fieldSelector"), rt))
         bookmarks = q.get("allowWatchBookmarks", "").lower() in _TRUE
@@ -265,15 +274,27 @@ class ApiServer:
                 return resp
         w = store.hub.open(rt.key, t.ns, match, request.headers.get("User-Agent", ""))
         loop = asyncio.get_running_loop()
+        alarm = Alarm(loop, w.wake)
         try:
             await resp.prepare(request)
             if initial:
                 await resp.write(b"".join(initial))
             deadline = loop.time() + timeout if timeout else None
             next_bookmark = loop.time() + self._bookmark_s
+            # With bookmarks, each bookmark's write finds a client that went away: no extra wake-ups.
+            next_check = math.inf if bookmarks else loop.time() + _GONE_CHECK_S
+            flushed_at = -self._flush_s
             while True:
                 if w.buf:
-                    await resp.write(w.drain())
+                    # At most one write per flush interval: under load the events of a few ms go out
+                    # in one chunk (one syscall here, one read in the client); an idle watch writes at once.
+                    wait = flushed_at + self._flush_s - loop.time()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    data = w.drain()
+                    if data:
+                        await resp.write(data)
+                    flushed_at = loop.time()
                     continue
                 if w.closed is not None:
                     break
@@ -286,14 +307,13 @@ class ApiServer:
                     await resp.write(self._bookmark(cluster, rt))
                     next_bookmark = now + self._bookmark_s
                     continue
-                wakes = (deadline, next_bookmark if bookmarks else None, now + _GONE_CHECK_S)
-                wake_at = min(x for x in wakes if x is not None)
-                try:
-                    async with asyncio.timeout(wake_at - now):
-                        await w.wake.wait()
-                except TimeoutError:
+                if now >= next_check:
                     if request.transport is None or request.transport.is_closing():
                         break  # the client went away
+                    next_check = now + _GONE_CHECK_S
+                alarm.ring_at(min(deadline or math.inf, next_bookmark if bookmarks else math.inf, next_check))
+                w.wake.clear()  # nothing is buffered: only a new event or the alarm wakes us
+                await w.wake.wait()
             why = w.closed
             if why in ("cut-mid", "disconnect"):
                 if why == "cut-mid":
@@ -305,6 +325,7 @@ class ApiServer:
         except (ConnectionResetError, ConnectionError):
             pass  # the client is gone
         finally:
+            alarm.cancel()
             store.hub.close(w)
         return resp
 
@@ -313,14 +334,14 @@ class ApiServer:
         return event_line(BOOKMARK, _encode(obj))
 
 
-def _drop(request: web.Request, resp: web.StreamResponse | None = None) -> web.StreamResponse:
+def _drop(request: web.BaseRequest, resp: web.StreamResponse | None = None) -> web.StreamResponse:
     """Cut the connection without an answer (a partitioned or crashed API server)."""
     if request.transport is not None:
         request.transport.abort()
     return resp if resp is not None else web.Response(status=503)
 
 
-async def _flushed(request: web.Request) -> None:
+async def _flushed(request: web.BaseRequest) -> None:
     """Let the half-written chunk reach the client before the connection is cut."""
     for _ in range(100):
         tr = request.transport
@@ -348,11 +369,10 @@ def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
         raise bad_request(f"continue: invalid continue token {token[:40]!r}") from None
 
 
-async def _read_body(request: web.Request) -> Any:
-    data = await request.read()
+def _body(data: bytes, content_type: str | None) -> Any:
     if not data:
         raise bad_request("the request body is empty")
-    ctype = request.headers.get("Content-Type", "application/json").split(";", 1)[0].strip().lower()
+    ctype = (content_type if content_type is not None else "application/json").split(";", 1)[0].strip().lower()
     if ctype not in _JSON_TYPES + _YAML_TYPES:
         raise ApiError(415, f"the body of the request was in an unknown format - accepted media types include: "
                             f"application/json, application/yaml (got {ctype!r})")
@@ -364,10 +384,8 @@ async def _read_body(request: web.Request) -> Any:
         raise bad_request(f"error decoding request body: {e}") from None
 
 
-async def _delete_options(request: web.Request) -> dict[str, Any]:
-    q = request.query
+def _delete_options(data: bytes, q: Mapping[str, str]) -> dict[str, Any]:
     opts: dict[str, Any] = {}
-    data = await request.read()
     if data:
         try:
             body = _decode(data)

@@ -11,17 +11,11 @@ the token's user when tokens are on, else the client's User-Agent (its first wor
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from kubesim.errors import ApiError
 
-
-class Request(NamedTuple):
-    user: str
-    group: str
-    resource: str  # plural, "/sub" for a subresource
-    verb: str
-    namespace: str
+# (user, apiGroup, resource[/subresource], verb, namespace): a plain tuple, as one is logged per request.
+Request = tuple[str, str, str, str, str]
 
 
 class Authn:
@@ -44,4 +38,4 @@ class Authn:
         return user
 
     def record(self, user: str, group: str, resource: str, verb: str, namespace: str) -> None:
-        self.requests.add(Request(user, group, resource, verb, namespace))
+        self.requests.add((user, group, resource, verb, namespace))

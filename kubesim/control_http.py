@@ -52,50 +52,62 @@ class ControlApi:
     def __init__(self, clusters: Mapping[str, Cluster], kubeconfig: Callable[[str], str]) -> None:
         self._clusters = clusters
         self._kubeconfig = kubeconfig
+        self._by_op = self._ops()
 
-    def routes(self) -> list[web.RouteDef]:
-        return [
-            web.get("/kubesim/state", self.state),
-            web.get("/kubesim/clusters/{c}/kubeconfig", self._wrap(self.kubeconfig)),
-            web.post("/kubesim/clusters/{c}/finish", self._wrap(self.finish)),
-            web.post("/kubesim/clusters/{c}/pods", self._wrap(self.pods)),
-            web.post("/kubesim/clusters/{c}/disconnect", self._wrap(self.disconnect)),
-            web.post("/kubesim/clusters/{c}/reconnect", self._wrap(self.reconnect)),
-            web.post("/kubesim/clusters/{c}/faults", self._wrap(self.add_fault)),
-            web.delete("/kubesim/clusters/{c}/faults", self._wrap(self.clear_faults)),
-            web.post("/kubesim/clusters/{c}/tokens", self._wrap(self.set_tokens)),
-            web.get("/kubesim/clusters/{c}/requests", self._wrap(self.requests)),
-        ]
+    def _ops(self) -> dict[str, dict[str, Callable[[Cluster, Any], Any]]]:
+        """/kubesim/clusters/{c}/<op>: method -> handler."""
+        return {
+            "kubeconfig": {"GET": self.kubeconfig},
+            "finish": {"POST": self.finish},
+            "pods": {"POST": self.pods},
+            "disconnect": {"POST": self.disconnect},
+            "reconnect": {"POST": self.reconnect},
+            "faults": {"POST": self.add_fault, "DELETE": self.clear_faults},
+            "tokens": {"POST": self.set_tokens},
+            "requests": {"GET": self.requests},
+        }
 
-    def _wrap(self, fn: Callable[[Cluster, Any], Any]) -> Callable[[web.Request], Any]:
-        async def handler(request: web.Request) -> web.StreamResponse:
-            try:
-                cluster = self._clusters.get(request.match_info["c"])
-                if cluster is None:
-                    raise ControlError(404, f"no cluster {request.match_info['c']!r}; have {sorted(self._clusters)}")
-                body: Any = None
-                if request.method == "POST":
-                    data = await request.read()
-                    try:
-                        body = _decode(data) if data else {}
-                    except msgspec.DecodeError as e:
-                        raise ControlError(400, f"body: not JSON: {e}") from None
-                    if not isinstance(body, dict):
-                        raise ControlError(400, "body: must be a JSON object")
-                result = fn(cluster, body)
-                if isinstance(result, web.StreamResponse):
-                    return result
-                return _answer(result)
-            except ControlError as e:
-                return _answer({"error": e.message}, e.code)
-            except hooks.HookError as e:
-                return _answer({"error": e.message}, e.code)
-            except FaultError as e:
-                return _answer({"error": str(e)}, 400)
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        """Route a request under /kubesim/ (kubesim serves without aiohttp's router: see server.py)."""
+        parts = request.path.strip("/").split("/")
+        if parts == ["kubesim", "state"]:
+            if request.method != "GET":
+                return web.Response(status=405, text="405: Method Not Allowed")
+            return await self.state(request)
+        if len(parts) == 4 and parts[:2] == ["kubesim", "clusters"] and parts[3] in self._by_op:
+            fn = self._by_op[parts[3]].get(request.method)
+            if fn is None:
+                return web.Response(status=405, text="405: Method Not Allowed")
+            return await self._call(fn, parts[2], request)
+        return web.Response(status=404, text="404: Not Found")
 
-        return handler
+    async def _call(self, fn: Callable[[Cluster, Any], Any], name: str,
+                    request: web.BaseRequest) -> web.StreamResponse:
+        try:
+            cluster = self._clusters.get(name)
+            if cluster is None:
+                raise ControlError(404, f"no cluster {name!r}; have {sorted(self._clusters)}")
+            body: Any = None
+            if request.method == "POST":
+                data = await request.read()
+                try:
+                    body = _decode(data) if data else {}
+                except msgspec.DecodeError as e:
+                    raise ControlError(400, f"body: not JSON: {e}") from None
+                if not isinstance(body, dict):
+                    raise ControlError(400, "body: must be a JSON object")
+            result = fn(cluster, body)
+            if isinstance(result, web.StreamResponse):
+                return result
+            return _answer(result)
+        except ControlError as e:
+            return _answer({"error": e.message}, e.code)
+        except hooks.HookError as e:
+            return _answer({"error": e.message}, e.code)
+        except FaultError as e:
+            return _answer({"error": str(e)}, 400)
 
-    async def state(self, request: web.Request) -> web.Response:
+    async def state(self, request: web.BaseRequest) -> web.Response:
         return _answer({"clusters": {name: c.state() for name, c in sorted(self._clusters.items())}})
 
     def kubeconfig(self, cluster: Cluster, body: Any) -> web.Response:

@@ -72,6 +72,19 @@ def merge_patch(target: Any, patch: Any) -> Any:
     return target
 
 
+def merged(target: Any, patch: Any) -> Any:
+    """merge_patch without touching `target`: a new map on each patched path, the rest shared."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merged(out.get(key), value)
+    return out
+
+
 # --- JSON patch ----------------------------------------------------------------------------------
 
 

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from kubesim.errors import gone
 
 ADDED, MODIFIED, DELETED, BOOKMARK, ERROR = "ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"
@@ -40,9 +42,22 @@ class Event:
     obj: Mapping[str, Any]  # the object after the change (for DELETED: its last state)
     prev: Mapping[str, Any] | None  # the object before a MODIFIED
     raw: bytes  # `obj` encoded
+    prev_raw: bytes | None = None  # `prev` encoded
+
+
+class _Past:
+    """An event in the history: only the encoded objects. The decoded ones stay with the live
+    fan-out; a history of 100,000 decoded objects was most of kubesim's memory (and GC walks)."""
+
+    __slots__ = ("rv", "rkey", "ns", "etype", "raw", "prev_raw")
+
+    def __init__(self, ev: Event) -> None:
+        self.rv, self.rkey, self.ns, self.etype = ev.rv, ev.rkey, ev.ns, ev.etype
+        self.raw, self.prev_raw = ev.raw, ev.prev_raw if ev.etype == MODIFIED else None
 
 
 Match = Callable[[Mapping[str, Any]], bool]
+_decode = msgspec.json.Decoder().decode
 
 
 def translate(ev: Event, match: Match | None) -> str | None:
@@ -57,6 +72,19 @@ def translate(ev: Event, match: Match | None) -> str | None:
     if ev.etype != MODIFIED:
         return ev.etype if now else None
     before = ev.prev is not None and match(ev.prev)
+    if now:
+        return MODIFIED if before else ADDED
+    return DELETED if before else None
+
+
+def _translate_past(p: _Past, match: Match | None) -> str | None:
+    """translate() for a history event, decoding its objects only when a selector must see them."""
+    if match is None:
+        return p.etype
+    now = match(_decode(p.raw))
+    if p.etype != MODIFIED:
+        return p.etype if now else None
+    before = p.prev_raw is not None and match(_decode(p.prev_raw))
     if now:
         return MODIFIED if before else ADDED
     return DELETED if before else None
@@ -102,9 +130,39 @@ class Watcher:
         return data
 
 
+class Alarm:
+    """A watch's one timer (bookmark, timeout, client-gone check), set again only when its time
+    changes or it has rung: an asyncio.timeout per wait made and cancelled a timer per event."""
+
+    __slots__ = ("_loop", "_event", "_handle", "_at")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, event: asyncio.Event) -> None:
+        self._loop = loop
+        self._event = event
+        self._handle: asyncio.TimerHandle | None = None
+        self._at = 0.0
+
+    def ring_at(self, at: float) -> None:
+        if self._handle is not None:
+            if self._at == at:
+                return
+            self._handle.cancel()
+        self._at = at
+        self._handle = self._loop.call_at(at, self._ring)
+
+    def _ring(self) -> None:
+        self._handle = None
+        self._event.set()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
 class WatchHub:
     def __init__(self, history_size: int, buffer_limit: int = 10_000) -> None:
-        self._history: deque[Event] = deque(maxlen=max(1, history_size))
+        self._history: deque[_Past] = deque(maxlen=max(1, history_size))
         self._floor = 0  # rv of the newest event no longer in the history
         self._watchers: dict[str, set[Watcher]] = {}
         self._buffer_limit = buffer_limit
@@ -115,7 +173,7 @@ class WatchHub:
         hist = self._history
         if len(hist) == hist.maxlen:
             self._floor = hist[0].rv
-        hist.append(ev)
+        hist.append(_Past(ev))
         for w in self._watchers.get(ev.rkey, ()):
             w.offer(ev)
 
@@ -137,7 +195,7 @@ class WatchHub:
         for ev in itertools.islice(self._history, start, None):
             if ev.rkey != rkey or (ns is not None and ev.ns != ns):
                 continue
-            etype = translate(ev, match)
+            etype = _translate_past(ev, match)
             if etype is not None:
                 out.append(event_line(etype, ev.raw))
         return out

@@ -1,0 +1,179 @@
+"""The connection front: plain API requests answered straight from the socket, the rest by aiohttp.
+
+aiohttp spends about 100 us of CPU on each request (request and response objects, header
+handling, a task switch) where the store's work is 10-30 us and the socket's ~30 us: two thirds
+of kubesim's CPU, and kubesim shares the machine with everything it simulates. So each
+connection starts here. A request that is plain HTTP/1.1 with a Content-Length body, to a
+cluster with no partition or latency fault, for any verb but watch, is answered synchronously
+by ApiServer.plain, the same code aiohttp's path calls. Anything else (a watch, discovery, the
+control API, chunked bodies, `Connection: close`, a malformed request) hands the connection,
+with the bytes not yet answered, to an aiohttp RequestHandler for the rest of its life.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+import msgspec
+from multidict import CIMultiDict, MultiDict
+
+from kubesim.api_http import ApiServer, Target, parse_target, verb_of
+from kubesim.cluster import Cluster
+from kubesim.errors import ApiError
+
+_encode = msgspec.json.Encoder().encode
+log = logging.getLogger(__name__)
+_MAX_HEAD = 64 * 1024
+_PREFIX = "/clusters/"
+_HANDED_OFF = ("transfer-encoding", "expect", "upgrade")
+_FAST_METHODS = frozenset(("GET", "POST", "PUT", "PATCH", "DELETE"))  # HEAD's answer has no body: aiohttp's
+_STATUS_LINES = {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n".encode() for s in HTTPStatus}
+
+Answer = tuple[int, bytes, Mapping[str, str] | None]
+
+
+class FastPath:
+    def __init__(self, api: ApiServer, clusters: Mapping[str, Cluster]) -> None:
+        self._api = api
+        self._clusters = clusters
+
+    def answer(self, method: str, target: str, headers: CIMultiDict[str], body: bytes) -> Answer | None:
+        """(status, JSON body, extra headers), or None: aiohttp's path must take this request."""
+        if method not in _FAST_METHODS:
+            return None
+        path, _, qs = target.partition("?")
+        if "%" in path:
+            path = unquote(path)
+        if not path.startswith(_PREFIX):
+            return None
+        name, slash, tail = path[len(_PREFIX):].partition("/")
+        cluster = self._clusters.get(name)
+        if (not slash or cluster is None or cluster.disconnected or cluster.disconnected_agent is not None
+                or cluster.faults.latency_ms):
+            return None
+        query: MultiDict[str] = MultiDict(parse_qsl(qs, keep_blank_values=True)) if qs else MultiDict()
+        try:
+            user = cluster.authn.user(headers)
+            parsed = parse_target(tail.strip("/").split("/"), path)
+            if not isinstance(parsed, Target):
+                return None
+            verb = verb_of(method, parsed, query)
+            if verb == "watch":
+                return None
+            self._api.admit(cluster, user, parsed, verb)
+            status, data = self._api.plain(cluster, parsed, verb, query, headers.get("Content-Type"), body)
+            return status, data, None
+        except ApiError as e:
+            return e.code, _encode(e.status()), e.headers
+        except Exception:  # a kubesim bug: answered 500 as aiohttp would, the connection kept
+            log.exception("kubesim: error answering %s %s", method, target)
+            return 500, _encode({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                                 "message": "kubesim internal error", "reason": "InternalError", "code": 500}), None
+
+
+def _response(status: int, body: bytes, extra: Mapping[str, str] | None) -> bytes:
+    head = _STATUS_LINES.get(status) or f"HTTP/1.1 {status} Unknown\r\n".encode()
+    lines = [head, b"Content-Type: application/json\r\nContent-Length: ", str(len(body)).encode(), b"\r\n"]
+    if extra:
+        lines.extend(f"{k}: {v}\r\n".encode() for k, v in extra.items())
+    lines.append(b"\r\n")
+    lines.append(body)
+    return b"".join(lines)
+
+
+class FrontProtocol(asyncio.Protocol):
+    """One client connection: answered here until a request needs aiohttp, then forwarded to it."""
+
+    def __init__(self, fast: FastPath, make_handler: Callable[[], Any], live: set[FrontProtocol]) -> None:
+        self._fast = fast
+        self._make_handler = make_handler
+        self._live = live
+        self._buf = bytearray()
+        self._inner: Any = None  # the aiohttp RequestHandler, once handed off
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not an asyncio.Transport subclass
+        self._live.add(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self._inner is not None:
+            self._inner.data_received(data)
+            return
+        self._buf += data
+        while self._inner is None and self._buf:
+            if not self._serve_one():
+                return
+
+    def _serve_one(self) -> bool:
+        """Answer the first buffered request; False when it is not complete yet or was handed off."""
+        buf = self._buf
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > _MAX_HEAD:
+                self._hand_off()
+            return False
+        lines = buf[:end].decode("latin-1").split("\r\n")
+        request_line = lines[0].split(" ")
+        if len(request_line) != 3 or request_line[2] != "HTTP/1.1":
+            self._hand_off()
+            return False
+        headers: CIMultiDict[str] = CIMultiDict()
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep or not name or name[-1] in " \t":
+                self._hand_off()
+                return False
+            headers.add(name, value.strip())
+        length = headers.get("Content-Length", "0")
+        if (any(h in headers for h in _HANDED_OFF) or headers.get("Connection", "").lower() == "close"
+                or not length.isdigit()):
+            self._hand_off()
+            return False
+        total = end + 4 + int(length)
+        if len(buf) < total:
+            return False
+        answer = self._fast.answer(request_line[0], request_line[1], headers, bytes(buf[end + 4:total]))
+        if answer is None:
+            self._hand_off()
+            return False
+        del buf[:total]
+        assert self.transport is not None
+        self.transport.write(_response(*answer))
+        return True
+
+    def _hand_off(self) -> None:
+        handler = self._make_handler()
+        self._inner = handler
+        handler.connection_made(self.transport)
+        if self._buf:
+            data, self._buf = bytes(self._buf), bytearray()
+            handler.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        if self._inner is not None:
+            return self._inner.eof_received()
+        return None  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._live.discard(self)
+        if self._inner is not None:
+            self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.resume_writing()
+
+    def close(self) -> None:
+        """Server shutdown: a connection still served here is closed; aiohttp closes its own."""
+        if self._inner is None and self.transport is not None:
+            self.transport.close()
