@@ -19,6 +19,7 @@ their informer cache too. Those re-reads were ~6 % of the watcher's requests.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from kq.api.events import ObjectReference
 from kq.clock import rfc3339_seconds
 from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled, retry_delay
 from kq.messages import (
+    AdmitWorkload,
     Command,
     CommandOutcome,
     EventNote,
@@ -51,6 +53,7 @@ from services.watcher.core.commands import FINISHED, STALE_EPOCH, plan_command, 
 from services.watcher.core.writes import Refusal, Skip
 from services.watcher.events import EventWriter
 from services.watcher.objects import ClusterObjects
+from services.watcher.write_slots import WriteSlots
 
 _KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 SUPERSEDED = "Superseded"
@@ -61,6 +64,9 @@ SUPERSEDED = "Superseded"
 _COALESCED = (SetClusterQueueStatus, SetLocalQueueStatus, SetWorkloadPending)
 # Skips concluded on the cache (see the module's docstring); FINISHED: nothing un-finishes a Workload.
 _DONE_ON_CACHE = {SetWorkloadPending: "Unchanged", EvictWorkload: "AlreadyEvicted"}
+# Commands that only report: they wait for a write slot behind every waiting command that holds or
+# frees quota (write_slots.py), unless such a command waits behind them for the same object.
+_BACKGROUND = (*_COALESCED, RecordEvent)
 
 
 class _Blocked(TemporaryError):
@@ -79,9 +85,18 @@ class CommandExecutor:
         # object -> (stream sequence, writer, epoch, uid) of the newest coalesced command that arrived
         # for it and has not run yet (an entry leaves when that command runs: bounded by what is in flight).
         self._newest: dict[tuple[str, str, str], tuple[int, str, int, str]] = {}
-        # API writes at most `concurrency` at a time; per target object, one group after another,
-        # each handing the next what blocked it (None: nothing).
+        # Per target object, one group after another, each handing the next what blocked it (None:
+        # nothing); API writes at most `concurrency` at a time, urgent groups first (write_slots.py).
         self._writes: KeyedExecutor[BaseException] = KeyedExecutor(concurrency)
+        self._slots = WriteSlots(concurrency)
+        self._urgent_lined: dict[Any, int] = {}  # object -> its urgent groups lined up and not yet done
+        # workload -> (stream sequence, writer, epoch, uid) of the newest AdmitWorkload that arrived for
+        # it and has not run yet: an older SetWorkloadPending of it is moot (the admit overwrites it).
+        self._admits: dict[tuple[str, str, str], tuple[int, str, int, str]] = {}
+        # The Events of a batch's writes are recorded after its slot is freed, as background writes
+        # (Kueue's recorder is asynchronous too); at most this many commands' Events wait at once.
+        self._notes_room = asyncio.Semaphore(4 * concurrency)
+        self._note_tasks: set[asyncio.Task[None]] = set()
         self.log = get_logger("kq.watcher.commands", cluster=cluster)
         self.events = EventWriter(client, bus.instance, bus.clock)
 
@@ -135,34 +150,57 @@ class CommandExecutor:
                 newest = self._newest.get(ref)
                 if newest is None or newest[0] < d.stream_seq:  # a redelivered older one stays older
                     self._newest[ref] = (d.stream_seq, cmd.writer, cmd.epoch, getattr(cmd, "uid", ""))
+            elif isinstance(cmd, AdmitWorkload):
+                admit = self._admits.get(ref)
+                if admit is None or admit[0] < d.stream_seq:
+                    self._admits[ref] = (d.stream_seq, cmd.writer, cmd.epoch, cmd.uid)
             groups.setdefault(ref, []).append((i, cmd, seen))
         # Per object, a group waits for the same object's group of an earlier batch; if that one
         # left a command to retry, this one's commands are retried too, so none overtakes it.
         lined_up = [(ref, items, self._writes.line_up(ref)) for ref, items in groups.items()]
+        urgent_groups = {ref for ref, items in groups.items()
+                         if any(not isinstance(cmd, _BACKGROUND) for _, cmd, _ in items)}
+        for ref in urgent_groups:
+            self._urgent_lined[ref] = self._urgent_lined.get(ref, 0) + 1
 
         async def run_group(ref: Any, items: list[tuple[int, Command, int]], place: Place[BaseException]) -> None:
             blocked: BaseException | None = None
             decided: list[tuple[int, Command, CommandOutcome]] = []
+            notes: list[tuple[Command, str, tuple[EventNote, ...]]] = []
             try:
                 blocked = await place.turn()
-                async with self._writes.slot():  # held for the API writes only, not for publishing outcomes
-                    for i, cmd, max_epoch in items:
+                # (asked even of a stale command: the newest one's entry goes when it runs)
+                skip = [blocked is None and self._superseded(ref, cmd, deliveries[i].stream_seq)
+                        and cmd.epoch >= max_epoch for i, cmd, max_epoch in items]
+                writes = blocked is None and not all(skip)
+                # Urgent if it is, or if an urgent group of the same object waits behind it.
+                urgent = ref in urgent_groups or self._urgent_lined.get(ref, 0) > 0
+                async with self._slots.slot(urgent=urgent) if writes else contextlib.nullcontext():
+                    # (the slot is held for the API writes only, not for publishing outcomes)
+                    for (i, cmd, max_epoch), superseded in zip(items, skip, strict=True):
                         if blocked is not None:
                             results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
                             continue
-                        # (asked even of a stale command: the newest one's entry goes when it runs)
-                        if self._superseded(ref, cmd, deliveries[i].stream_seq) and cmd.epoch >= max_epoch:
+                        if superseded:
                             decided.append((i, cmd, self._outcome(cmd, True, SUPERSEDED, "")))
                             continue
+                        seq = deliveries[i].stream_seq
+                        if isinstance(cmd, AdmitWorkload) and self._admits.get(ref, (-1,))[0] == seq:
+                            del self._admits[ref]  # it runs: the entry goes (bounded by what is in flight)
                         try:
                             # The command's span continues the decider's (one trace per workload, kq.obs).
                             with consumer_span(self.bus.tracer, f"watcher.command {type(cmd).__name__}",
                                                deliveries[i].headers, {"kq.command": cmd.id}):
-                                decided.append((i, cmd, await self._decide(cmd, max_epoch)))
+                                outcome = await self._decide(cmd, max_epoch)
+                            decided.append((i, cmd, outcome))
+                            if written := self._notes_of(cmd, outcome):
+                                notes.append(written)
                         except TemporaryError as e:
                             results[i] = blocked = e
                         except Exception as e:
                             results[i] = blocked = e
+                for cmd, uid, cmd_notes in notes:
+                    await self._record_later(cmd, uid, cmd_notes)
                 if decided:  # outcomes stored before handle_batch returns, hence before any ack
                     try:
                         await self._report([(cmd, out) for _, cmd, out in decided])
@@ -174,6 +212,12 @@ class CommandExecutor:
                 blocked = blocked or e
                 raise
             finally:
+                if ref in urgent_groups:
+                    left = self._urgent_lined.get(ref, 1) - 1
+                    if left > 0:
+                        self._urgent_lined[ref] = left
+                    else:
+                        self._urgent_lined.pop(ref, None)
                 place.leave(blocked)
 
         async with asyncio.TaskGroup() as tg:
@@ -187,6 +231,11 @@ class CommandExecutor:
         watch event and a mirror record for nothing."""
         if not isinstance(cmd, _COALESCED):
             return False
+        if isinstance(cmd, SetWorkloadPending) and self._admit_follows(ref, cmd, seq):
+            newest = self._newest.get(ref)
+            if newest is not None and newest[0] <= seq:
+                del self._newest[ref]  # no newer report of it is waiting: the entry goes with this one
+            return True
         newest = self._newest.get(ref)
         if newest is None:
             return False
@@ -195,6 +244,13 @@ class CommandExecutor:
             return False
         return newest[1] == cmd.writer and newest[2] >= cmd.epoch and newest[3] == getattr(cmd, "uid", "")
 
+    def _admit_follows(self, ref: Any, cmd: SetWorkloadPending, seq: int) -> bool:
+        """An admission of the same workload incarnation by the same writer (same or newer epoch) came
+        after this pending reason: the admit sets QuotaReserved=True over it, so it need not be written."""
+        admit = self._admits.get(ref)
+        return (admit is not None and admit[0] > seq and admit[1] == cmd.writer and admit[2] >= cmd.epoch
+                and admit[3] == cmd.uid)
+
     # --- one command ---
 
     async def execute(self, cmd: Command, max_epoch: int | None = None) -> CommandOutcome:
@@ -202,18 +258,40 @@ class CommandExecutor:
         if max_epoch is None:
             max_epoch = self.epochs.get(cmd.writer, 0)
         outcome = await self._decide(cmd, max_epoch)
+        if written := self._notes_of(cmd, outcome):
+            await self._record_notes(*written)
         await self._report([(cmd, outcome)])
         return outcome
 
     async def _decide(self, cmd: Command, max_epoch: int) -> CommandOutcome:
-        """Apply one command (the API writes); its outcome is not published yet."""
+        """Apply one command (the API writes); its outcome is not published yet, its Events not recorded."""
         outcome = await self._apply(cmd, max_epoch)
         if outcome.reason != STALE_EPOCH:
             self.epochs[cmd.writer] = max(self.epochs.get(cmd.writer, 0), cmd.epoch)
-        uid, notes = event_notes(cmd)
-        if notes and outcome.applied and not outcome.reason:
-            await self._record_notes(cmd, uid, notes)  # the write is done: its events, as Kueue records them
         return outcome
+
+    @staticmethod
+    def _notes_of(cmd: Command, outcome: CommandOutcome) -> tuple[Command, str, tuple[EventNote, ...]] | None:
+        """The Events to record now that the command's write is done (as Kueue records them), if any."""
+        uid, notes = event_notes(cmd)
+        return (cmd, uid, notes) if notes and outcome.applied and not outcome.reason else None
+
+    async def _record_later(self, cmd: Command, uid: str, notes: tuple[EventNote, ...]) -> None:
+        """Record in the background, in a background write slot: an admission's or eviction's Events do
+        not hold its write slot nor its outcome (what frees or holds quota goes first). Waits only when
+        too many commands' Events are waiting already."""
+        await self._notes_room.acquire()
+
+        async def record() -> None:
+            try:
+                async with self._slots.slot(urgent=False):
+                    await self._record_notes(cmd, uid, notes)
+            finally:
+                self._notes_room.release()
+
+        task = asyncio.create_task(record(), name=f"events:{cmd.id}")
+        self._note_tasks.add(task)
+        task.add_done_callback(self._note_tasks.discard)
 
     async def _record_notes(self, cmd: Command, uid: str, notes: tuple[EventNote, ...]) -> None:
         """Best effort, as Kubernetes' own recorder: an event that cannot be written is logged and

@@ -148,9 +148,9 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     watch_timeout_s: float = 300.0  # the server ends each watch after this; we resume from the last rv
     retry_base_s: float = 0.2  # first backoff after an API error (doubles up to retry_max_s)
     retry_max_s: float = 5.0
-    command_batch: int = 64
+    command_batch: int = 16  # small: a batch waiting for one background write holds little pipeline room
     command_concurrency: int = 64  # objects whose commands are applied at once
-    command_pipeline: int = 16  # command batches handled at once (a slow object does not hold up the next)
+    command_pipeline: int = 64  # command batches handled at once (a slow object does not hold up the next)
     max_replans: int = 10  # 409 -> re-read -> re-plan rounds for one command before naking it
     job_workers: int = 8  # Kueue: controller.groupKindConcurrency["Job.batch"]
     max_job_steps: int = 8  # writes in a row for one job before re-queueing it

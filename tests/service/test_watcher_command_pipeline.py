@@ -7,20 +7,25 @@ import asyncio
 from typing import Any
 
 import aiohttp
+import msgspec
 import pytest
 from support.kubesim_fixtures import SimControl, SimSpec
+from support.wait import eventually
 from support.watcher_harness import create, read_typed
 
 from kq import subjects
-from kq.api.kueue import Admission, ClusterQueueStatus, PodSetAssignment, Workload
+from kq.api.kueue import Admission, ClusterQueueStatus, LocalQueueStatus, PodSetAssignment, Workload
 from kq.api.meta import find_condition
 from kq.kube import KubeClient
 from kq.messages import (
     AdmitWorkload,
     Command,
     CommandOutcome,
+    EventNote,
     EvictWorkload,
+    RecordEvent,
     SetClusterQueueStatus,
+    SetLocalQueueStatus,
     SetWorkloadPending,
     command_kind,
 )
@@ -193,3 +198,90 @@ async def test_a_pending_reason_superseded_by_a_newer_one_is_not_written(bus: Bu
     wl = await read_typed(kube, "workload", "demo", "w1")
     cond = find_condition(wl.status.conditions, "QuotaReserved")
     assert cond is not None and (cond.status, cond.message) == ("False", "2 more needed")
+
+
+# --- what holds or frees quota goes before what only reports ---
+
+
+async def test_a_pending_reason_followed_by_the_admission_is_not_written(bus: Bus, kube: KubeClient,
+                                                                        world: Workload) -> None:
+    ex, reported = await executor_reporting(bus, kube)
+    admit, _ = commands(world)
+    pending = SetWorkloadPending(id="p1", cluster=C, writer="admission", epoch=0, namespace="demo", name="w1",
+                                 uid=world.metadata.uid, reason="Pending", message="5 more needed")
+    other_writer = SetWorkloadPending(id="p0", cluster=C, writer="other", epoch=0, namespace="demo", name="w1",
+                                      uid=world.metadata.uid, reason="Pending", message="not ours")
+    patches: list[str] = []
+    real_patch = kube.patch
+
+    async def patch(kind: str, *args: Any, **kw: Any) -> bytes:
+        patches.append(kind)
+        return await real_patch(kind, *args, **kw)
+
+    kube.patch = patch  # type: ignore[method-assign]  # the API writes, counted
+    assert await ex.handle_batch([delivery(other_writer, 1), delivery(pending, 2), delivery(admit, 3)]) == [None] * 3
+    assert {i: (o.applied, o.reason) for i, o in reported.items()} == {
+        "p0": (True, ""), "p1": (True, "Superseded"), "admit": (True, "")}
+    assert patches == ["workload", "workload"]  # another writer's reason, then the admission
+    wl = await read_typed(kube, "workload", "demo", "w1")
+    assert ws.has_quota_reservation(wl)
+
+
+async def test_an_admission_waiting_for_a_write_slot_goes_before_a_queue_status(bus: Bus, kube: KubeClient,
+                                                                                world: Workload) -> None:
+    await create(kube, {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq"},
+                        "spec": {"namespaceSelector": {}}})
+    ex = CommandExecutor(bus, C, kube, ClusterObjects(C), concurrency=1, max_replans=10)
+    admit, _ = commands(world)
+    started, held = asyncio.Event(), asyncio.Event()
+    order: list[str] = []
+    real_decide = ex._decide
+
+    async def traced(cmd: Command, max_epoch: int) -> CommandOutcome:
+        order.append(cmd.id)
+        if cmd.id == "s0":
+            started.set()
+            await held.wait()
+        return await real_decide(cmd, max_epoch)
+
+    ex._decide = traced  # type: ignore[method-assign]  # the one write slot held until both others wait
+    first = asyncio.create_task(ex.handle_batch([delivery(status_command("s0", 1), 1)]))
+    await asyncio.wait_for(started.wait(), 5)
+    other_cq = SetLocalQueueStatus(id="l1", cluster=C, writer="admission", epoch=0, namespace="demo", name="lq",
+                                   status=LocalQueueStatus(pending_workloads=1))
+    second = asyncio.create_task(ex.handle_batch([delivery(other_cq, 2)]))
+    third = asyncio.create_task(ex.handle_batch([delivery(admit, 3)]))
+    await asyncio.sleep(0.05)  # a bounded look: both wait for the slot, neither has started
+    assert order == ["s0"]
+    held.set()
+    await asyncio.gather(first, second, third)
+    assert order == ["s0", "admit", "l1"]
+
+
+async def test_an_admissions_events_do_not_hold_its_outcome(bus: Bus, kube: KubeClient, world: Workload) -> None:
+    ex, reported = await executor_reporting(bus, kube)
+    admit, _ = commands(world)
+    admit = msgspec.structs.replace(admit, events=(
+        EventNote(event_type="Normal", reason="QuotaReserved", message="Quota reserved", at="2026-01-01T00:00:00Z"),))
+    held, recording = asyncio.Event(), asyncio.Event()
+    recorded: list[str] = []
+    real_record = ex.events.record
+
+    async def slow_record(cmd: RecordEvent) -> tuple[bool, str, str]:
+        recording.set()
+        await held.wait()
+        recorded.append(cmd.reason)
+        return await real_record(cmd)
+
+    ex.events.record = slow_record  # type: ignore[method-assign]  # the Event write held
+    assert await asyncio.wait_for(ex.handle_batch([delivery(admit, 1)]), 10) == [None]
+    assert reported["admit"].applied and recorded == []  # the outcome is out, the Event not yet written
+    await asyncio.wait_for(recording.wait(), 5)
+    held.set()
+
+    async def written() -> bool:
+        items, _ = await kube.list("event", namespace="demo")
+        return len(items) == 1
+
+    await eventually(written, timeout=10, what="the QuotaReserved Event")
+    assert recorded == ["QuotaReserved"]

@@ -1,0 +1,86 @@
+"""The watcher's write slots: bounded, and when all are taken an urgent waiter goes before every
+background waiter (each kind in arrival order); a cancelled waiter neither takes nor loses a slot."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.watcher.write_slots import WriteSlots
+
+pytestmark = pytest.mark.timeout(10)
+
+
+async def _hold(slots: WriteSlots, name: str, urgent: bool, order: list[str], release: asyncio.Event) -> None:
+    async with slots.slot(urgent=urgent):
+        order.append(name)
+        await release.wait()
+
+
+async def _settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_urgent_waiters_get_freed_slots_before_background_ones() -> None:
+    slots = WriteSlots(2, background_share=0)
+    order: list[str] = []
+    gates = {n: asyncio.Event() for n in ("h1", "h2", "b1", "b2", "u1", "u2")}
+    tasks = [asyncio.create_task(_hold(slots, "h1", False, order, gates["h1"])),
+             asyncio.create_task(_hold(slots, "h2", False, order, gates["h2"]))]
+    await _settle()
+    for name, urgent in (("b1", False), ("u1", True), ("b2", False), ("u2", True)):
+        tasks.append(asyncio.create_task(_hold(slots, name, urgent, order, gates[name])))
+        await _settle()
+    assert order == ["h1", "h2"] and slots.waiting() == (2, 2)  # bounded: two at a time
+    for name in ("h1", "h2", "u1", "u2", "b1", "b2"):
+        gates[name].set()
+        await _settle()
+    await asyncio.gather(*tasks)
+    assert order == ["h1", "h2", "u1", "u2", "b1", "b2"]
+    assert slots.waiting() == (0, 0)
+
+
+async def test_a_cancelled_waiter_leaves_its_place_and_the_slot_count_intact() -> None:
+    slots = WriteSlots(1, background_share=0)
+    order: list[str] = []
+    gates = {n: asyncio.Event() for n in ("h", "u", "b")}
+    holder = asyncio.create_task(_hold(slots, "h", False, order, gates["h"]))
+    await _settle()
+    cancelled = asyncio.create_task(_hold(slots, "u", True, order, gates["u"]))
+    waiter = asyncio.create_task(_hold(slots, "b", False, order, gates["b"]))
+    await _settle()
+    cancelled.cancel()
+    await _settle()
+    assert slots.waiting() == (0, 1)
+    gates["h"].set()
+    gates["b"].set()
+    await asyncio.gather(holder, waiter)
+    assert cancelled.cancelled() and order == ["h", "b"]
+    # Both slots' worth of work done: the one slot is free again.
+    async with slots.slot(urgent=False):
+        assert slots.waiting() == (0, 0)
+
+
+async def test_background_keeps_its_share_of_the_slots_while_urgent_work_waits() -> None:
+    slots = WriteSlots(3, background_share=1)
+    order: list[str] = []
+    names = ("h1", "h2", "h3", "u1", "u2", "b1", "b2")
+    gates = {n: asyncio.Event() for n in names}
+    tasks = [asyncio.create_task(_hold(slots, n, False, order, gates[n])) for n in ("h1", "h2", "h3")]
+    await _settle()
+    for name, urgent in (("b1", False), ("b2", False), ("u1", True), ("u2", True)):
+        tasks.append(asyncio.create_task(_hold(slots, name, urgent, order, gates[name])))
+        await _settle()
+    gates["h1"].set()  # three background running: the freed slot goes to the urgent waiter
+    await _settle()
+    gates["h2"].set()
+    await _settle()
+    gates["h3"].set()  # no background left running: one background waiter gets its share
+    await _settle()
+    assert order == ["h1", "h2", "h3", "u1", "u2", "b1"] and slots.waiting() == (0, 1)
+    for name in ("u1", "u2", "b1", "b2"):
+        gates[name].set()
+    await asyncio.gather(*tasks)
+    assert order[-1] == "b2"
