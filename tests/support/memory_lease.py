@@ -47,6 +47,9 @@ class InMemoryLease(Lease):
     async def _last(self) -> tuple[int, LeaseValue | None]:
         return self.kv.rev, self.kv.value
 
+    async def _written_since(self, revision: int) -> str | None:
+        return None if self.kv.rev == revision else "written since"  # no history kept: any later revision refuses
+
     async def _write(self, expected: int, epoch: int) -> int | None:
         if self.kv.fail:
             raise nats.errors.TimeoutError

@@ -8,6 +8,9 @@
   (per-message TTL, nats-server >= 2.11; whole seconds, at least 1).
 - lost: a rewrite refused (someone else holds it) or no successful renewal within
   the TTL -> `lost` is set and the owner must stop deciding at once.
+- re-take: a renewal that reaches the server just after our key expired finds it free; if no
+  other holder can have held it since our last write, we write it again with the same epoch
+  (see `_retake`) instead of losing the term.
 - standby: polls until the key is free, then acquires with a higher epoch.
 
 nats-py's KeyValue.update() cannot carry a TTL, so we publish to the bucket's
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
 _TTL = "Nats-TTL"
 _KV_OP = "KV-Operation"
+_MARKER_REASON = "Nats-Marker-Reason"  # a server-written subject delete marker (TTL/max-age expiry)
 _WRONG_LAST_SEQUENCE = (10071, 10164)
 
 
@@ -59,8 +63,10 @@ class LeaseWindow:
         self.renew_interval = renew_interval
         self.margin = min(0.5, ttl / 10)
         self.valid_until = 0.0
+        self.written_at = 0.0
 
     def written(self, sent_at: float) -> None:
+        self.written_at = sent_at
         self.valid_until = sent_at + self.ttl - self.margin
 
     def valid(self, now: float) -> bool:
@@ -178,18 +184,23 @@ class Lease:
         if self.epoch is None or self.lost.is_set():
             return False
         sent = self.clock.monotonic()
+        refused = "another holder wrote the lease"
         try:
             rev = await self._write(self.revision, self.epoch)
             if rev is None:
-                # Our previous renewal may have been stored although its ack was lost: adopt it.
                 last, value = await self._last()
-                if value is not None and value.holder == self.holder and value.epoch == self.epoch:
+                if value is None:
+                    rev, refused = await self._retake(last)
+                elif value.holder == self.holder and value.epoch == self.epoch:
+                    # Our previous renewal was stored although its ack was lost: adopt it.
                     self.revision = last
                     rev = await self._write(self.revision, self.epoch)
+                else:
+                    refused = f"another holder holds the lease ({value.holder}, epoch {value.epoch})"
         except (TimeoutError, nats.errors.Error):
             rev = -1  # unknown: maybe applied; we keep trying until our TTL would have run out
         if rev is None:
-            self._lose("another holder wrote the lease")
+            self._lose(refused)
             return False
         if rev > 0:
             self.revision = rev
@@ -199,6 +210,62 @@ class Lease:
             self._lose("no successful renewal within the TTL")
             return False
         return True
+
+    async def _retake(self, last: int) -> tuple[int | None, str]:
+        """Our key expired (TTL) before this renewal reached the server: write it again with the
+        same epoch, or say why not (the new revision, or None and the reason).
+
+        Safe because another holder's term after our expiry always leaves a trace we check:
+        - holding now: its value is the key's last message (we saw none), or it writes before our
+          conditional write, which then fails;
+        - released: its delete marker stays (no TTL; bucket max age >> 2 * ttl), and we refuse
+          any message on our subject after our revision but our own value or a server expiry marker;
+        - expired too: impossible within 2 * ttl of our last write: ours expired no earlier than
+          `written_at + ttl` (the server got it after we sent it), a later holder's value lives
+          another ttl. Our write is acknowledged no earlier than the server applied it, so an ack
+          received before `written_at + 2 * ttl` (our clock) proves no such term fits before it.
+        Deciding in the gap: owners do not consult `window.valid` while deciding; they stop when
+        `keep_alive` returns (a refused or late renewal sets `lost`; `hold` cancels the term).
+        So a holder whose renewal is late keeps deciding until this call either way; the re-take
+        only continues its term when no other holder can have decided concurrently."""
+        assert self.epoch is not None
+        deadline = self.window.written_at + 2 * self.ttl
+        if self.clock.monotonic() >= deadline:
+            return None, "the lease expired (TTL) too long ago to know that no other holder took it"
+        other = await self._written_since(self.revision)
+        if other is not None:
+            return None, f"the lease expired (TTL) and {other}"
+        rev = await self._write(last, self.epoch)
+        if rev is None:
+            return None, "the lease expired (TTL) and another holder took it"
+        if self.clock.monotonic() >= deadline:  # acknowledged too late to vouch for the gap: hand it back
+            self.revision = rev
+            await self._delete()
+            return None, "the lease expired (TTL) too long ago to know that no other holder took it"
+        self._bus.log.warning("lease re-taken after expiry; no other holder", key=self.key, epoch=self.epoch,
+                              holder=self.holder, revision=rev)
+        return rev, ""
+
+    async def _written_since(self, revision: int) -> str | None:
+        """What on our subject after `revision` shows another writer (None: only our own value
+        with our epoch, or server expiry markers)."""
+        seq = revision + 1
+        while True:
+            try:
+                raw = await self._bus.js.get_msg(LEASE_STREAM, seq=seq, subject=self.subject, next=True, direct=True)
+            except NotFoundError:
+                return None
+            seq = int(raw.seq or seq) + 1
+            headers = raw.headers or {}
+            if headers.get(_KV_OP) in ("DEL", "PURGE"):
+                return f"was released or purged since (revision {raw.seq})"
+            if not raw.data:
+                if headers.get(_MARKER_REASON):
+                    continue
+                return f"an empty value was written since (revision {raw.seq})"
+            value = _decoder.decode(raw.data)
+            if value.holder != self.holder or value.epoch != self.epoch:
+                return f"{value.holder} wrote it since (revision {raw.seq})"
 
     def _lose(self, why: str) -> None:
         if not self.lost.is_set():
@@ -218,9 +285,11 @@ class Lease:
         if self.epoch is None:
             return
         if not self.lost.is_set():
-            headers = {_EXPECTED_LAST_SUBJECT_SEQ: str(self.revision), _KV_OP: "DEL"}
-            with contextlib.suppress(APIError, nats.errors.Error):  # someone else has it already, or it will expire
-                await self._bus.js.publish(self.subject, b"", headers=headers)
+            await self._delete()
         self.lost.set()
         self.epoch = None
 
+    async def _delete(self) -> None:
+        headers = {_EXPECTED_LAST_SUBJECT_SEQ: str(self.revision), _KV_OP: "DEL"}
+        with contextlib.suppress(APIError, nats.errors.Error):  # someone else has it already, or it will expire
+            await self._bus.js.publish(self.subject, b"", headers=headers)
