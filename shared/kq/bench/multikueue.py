@@ -50,6 +50,7 @@ class _St(msgspec.Struct, frozen=True):
 
 class _Meta(msgspec.Struct, frozen=True, rename="camel"):
     name: str = ""
+    namespace: str = ""
     resource_version: str = ""
 
 
@@ -58,12 +59,18 @@ class _Wl(msgspec.Struct, frozen=True):
     status: _St = _St()
 
     @property
+    def key(self) -> str:
+        # Workload names repeat across namespaces: Kueue's 5-hex-digit hash of a Job's name and uid
+        # collides now and then among the 30 namespaces' Jobs of the same name.
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    @property
     def finished_reason(self) -> str | None:
         return next((c.reason for c in self.status.conditions if c.type == "Finished" and c.status == "True"), None)
 
 
 async def _follow_finished(manager: KubeClient, done: dict[str, str | None]) -> None:
-    """Keep `done` (Workload name -> Finished reason) current from a watch: polling a list of every
+    """Keep `done` (Workload namespace/name -> Finished reason) current from a watch: polling a list of every
     Workload several times a second cost the API server more than some of what is measured."""
     rv = ""
     while True:
@@ -73,14 +80,14 @@ async def _follow_finished(manager: KubeClient, done: dict[str, str | None]) -> 
                 done.clear()
                 for raw in raws:
                     wl = msgspec.json.decode(raw, type=_Wl)
-                    done[wl.metadata.name] = wl.finished_reason
+                    done[wl.key] = wl.finished_reason
             async for ev in manager.watch("workload", rv, timeout_s=60):
                 wl = msgspec.json.decode(ev.raw, type=_Wl)
                 rv = wl.metadata.resource_version or rv
                 if ev.type == "DELETED":
-                    done.pop(wl.metadata.name, None)
+                    done.pop(wl.key, None)
                 elif ev.type != "BOOKMARK":
-                    done[wl.metadata.name] = wl.finished_reason
+                    done[wl.key] = wl.finished_reason
         except Gone:
             rv = ""
         except KubeError:
@@ -171,7 +178,7 @@ async def _drive(manager: KubeClient, plan: BenchPlan, multikueue: bool, timeout
             await manager.create("Job", w.namespace, job_body(w, multikueue))
 
     creator = asyncio.gather(*(one(w) for w in plan.workloads))
-    done: dict[str, str | None] = {}  # manager Workload -> its Finished reason (None: not finished)
+    done: dict[str, str | None] = {}  # manager Workload (namespace/name) -> its Finished reason (None: not finished)
     follower = asyncio.create_task(_follow_finished(manager, done))
     finished = failed = 0
     last_say = 0.0
