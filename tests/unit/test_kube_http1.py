@@ -200,3 +200,13 @@ async def test_an_answer_split_across_reads_is_put_together() -> None:
     finally:
         srv.close()
         await srv.wait_closed()
+
+
+async def test_a_connection_closed_mid_body_is_an_error_not_a_retry() -> None:
+    cut = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{\"a\""
+    async with server(lambda req, nth: cut, close_after=True) as (port, seen):
+        p = pool(port)
+        with pytest.raises(HttpError, match="mid-answer"):
+            await p.request("GET", "/x", HEAD, None, 5)
+        assert seen == [1]
+        p.close()
