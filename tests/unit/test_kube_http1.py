@@ -176,3 +176,37 @@ async def test_tls_with_the_servers_ca_and_not_without(tmp_path: Path) -> None:
     finally:
         srv.close()
         await srv.wait_closed()
+
+
+async def test_an_answer_split_across_reads_is_put_together() -> None:
+    parts = [b"HTTP/1.1 100 Cont", b"inue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Le", b"ngth: 7\r\n\r\n{\"a", b"\":1}"]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            for part in parts:  # each written and drained apart: separate reads at the client
+                writer.write(part)
+                await writer.drain()
+                await asyncio.sleep(0.01)
+        finally:
+            writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        p = pool(srv.sockets[0].getsockname()[1])
+        resp = await p.request("GET", "/x", HEAD, None, 5)
+        assert (resp.status, resp.body) == (200, b'{"a":1}')
+        p.close()
+    finally:
+        srv.close()
+        await srv.wait_closed()
+
+
+async def test_a_connection_closed_mid_body_is_an_error_not_a_retry() -> None:
+    cut = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{\"a\""
+    async with server(lambda req, nth: cut, close_after=True) as (port, seen):
+        p = pool(port)
+        with pytest.raises(HttpError, match="mid-answer"):
+            await p.request("GET", "/x", HEAD, None, 5)
+        assert seen == [1]
+        p.close()
