@@ -81,8 +81,15 @@ class FrameworkIntegration:
         self.queue: KeyedWorkQueue[Key] = KeyedWorkQueue("frameworks", self._reconcile, workers=workers,
                                                           retry_base_s=retry_base_s, retry_max_s=retry_max_s,
                                                           clock=clock, log=self.log)
-        self.mark = self.queue.mark
+        self._mark = self.queue.mark
         self.idle = self.queue.idle
+
+    def mark(self, key: Key) -> None:
+        """Look at `key` again, if its framework is one integrations.frameworks turns on: every
+        path that marks (the object's own event, its Workload's, a flavor or priority class that
+        changed) goes through here, so an object of a framework left out is never managed."""
+        if self._on(key[0]):
+            self._mark(key)
 
     @property
     def needed_kinds(self) -> tuple[str, ...]:
