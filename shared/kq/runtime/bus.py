@@ -212,8 +212,8 @@ class Bus:
             try:
                 return await self.js.publish(subject, data, headers=hdrs, timeout=self.publish_timeout_s)
             except _RETRYABLE as e:
-                if self.clock.monotonic() + delay >= deadline:
-                    raise
+                if self.nc.is_closed or self.clock.monotonic() + delay >= deadline:
+                    raise  # closed for good (we closed it: shutting down), or out of time
                 self.log.warning("publish retry", subject=subject, attempt=attempt, error=repr(e))
                 await self.clock.sleep(delay)
                 delay = min(delay * 2, 1.0)
