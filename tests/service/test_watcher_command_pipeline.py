@@ -251,7 +251,8 @@ async def test_an_admission_waiting_for_a_write_slot_goes_before_a_queue_status(
                                    status=LocalQueueStatus(pending_workloads=1))
     second = asyncio.create_task(ex.handle_batch([delivery(other_cq, 2)]))
     third = asyncio.create_task(ex.handle_batch([delivery(admit, 3)]))
-    await asyncio.sleep(0.05)  # a bounded look: both wait for the slot, neither has started
+    await eventually(lambda: ex._slots.waiting() == (1, 1), timeout=5.0,
+                     what="the admission and the queue status both waiting for the one write slot")
     assert order == ["s0"]
     held.set()
     await asyncio.gather(first, second, third)
