@@ -49,6 +49,7 @@ class Cycle:
         # removes one sum per queue of its own tree, not every victim of the cycle (O(victims) per
         # entry made a cycle with thousands of preemptions run for minutes).
         self.victim_usage: dict[int, dict[str, dict[FR, int]]] = {}
+        self.victims: dict[int, dict[str, ReservedInfo]] = {}  # the same victims by tree (id of its root)
         self.reserved_roots: set[int] = set()  # trees where the cycle holds capacity for someone
 
     # --- phase 3 ------------------------------------------------------------------------------
@@ -122,7 +123,9 @@ class Cycle:
         if info.key in self.preempted:
             return
         self.preempted[info.key] = info
-        per_cq = self.victim_usage.setdefault(id(self.snap.cqs[info.cq].node.root()), {})
+        root = id(self.snap.cqs[info.cq].node.root())
+        self.victims.setdefault(root, {})[info.key] = info
+        per_cq = self.victim_usage.setdefault(root, {})
         per_cq[info.cq] = _summed(per_cq.get(info.cq), info.usage)
 
     def _fits(self, cq: ClusterQueueRuntime, usage: dict[FR, int], targets: list[Target]) -> bool:
@@ -160,7 +163,10 @@ class Cycle:
         assert e.assignment is not None
         if not self._overlaps(e.targets):
             return e.assignment.usage, self._fits(e.cq, e.assignment.usage, e.targets)
-        restore = self.snap.simulate_workload_removal(list(self.preempted.values()))
+        # Victims in other trees change neither this tree's quota nor its preemption candidates.
+        root = id(e.cq.node.root())
+        restore = self.snap.simulate_removal_summed(self.victims.get(root, {}).values(),
+                                                    self.victim_usage.get(root, {}))
         e.info.last_assignment = None
         nomination = e.assignment.flavor_mapping()
         try:
