@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import msgspec
 
 from . import check_rules
@@ -26,7 +28,7 @@ from .ownership import owned_result
 from .parts import Parts
 from .preemption import HUMAN_REASONS, Target
 from .preemptor import Preemptor
-from .quota import FR, available
+from .quota import FR, add_usages, available, remove_usages
 from .runtime import ClusterQueueRuntime
 from .selectors import selector_matches
 from .snapshot import Snapshot
@@ -42,7 +44,12 @@ class Cycle:
         self.preemptor = Preemptor(self.snap, p.config.fair_sharing)
         self.admissions: list[AdmissionDecision] = []
         self.preemptions: list[PreemptionDecision] = []
-        self.preempted: dict[str, ReservedInfo] = {}  # victims chosen in this cycle
+        self.preempted: dict[str, ReservedInfo] = {}  # victims chosen in this cycle (add with _preempt)
+        # The victims' usage summed per ClusterQueue, per cohort tree (id of its root): a fit check
+        # removes one sum per queue of its own tree, not every victim of the cycle (O(victims) per
+        # entry made a cycle with thousands of preemptions run for minutes).
+        self.victim_usage: dict[int, dict[str, dict[FR, int]]] = {}
+        self.victims: dict[int, dict[str, ReservedInfo]] = {}  # the same victims by tree (id of its root)
         self.reserved_roots: set[int] = set()  # trees where the cycle holds capacity for someone
 
     # --- phase 3 ------------------------------------------------------------------------------
@@ -112,15 +119,34 @@ class Cycle:
 
     # --- phase 5 ------------------------------------------------------------------------------
 
+    def _preempt(self, info: ReservedInfo) -> None:
+        if info.key in self.preempted:
+            return
+        self.preempted[info.key] = info
+        root = id(self.snap.cqs[info.cq].node.root())
+        self.victims.setdefault(root, {})[info.key] = info
+        per_cq = self.victim_usage.setdefault(root, {})
+        per_cq[info.cq] = _summed(per_cq.get(info.cq), info.usage)
+
     def _fits(self, cq: ClusterQueueRuntime, usage: dict[FR, int], targets: list[Target]) -> bool:
-        victims = dict(self.preempted)
-        for t in targets:
-            victims[t.info.key] = t.info
-        restore = self.snap.simulate_usage_removal(victims.values())
+        """Kueue fits(): does `usage` fit with this cycle's victims and `targets` gone? Only the
+        victims of cq's own tree can change what it has available."""
+        root = cq.node.root()
+        per_cq = self.victim_usage.get(id(root), {})
+        extra = [t.info for t in targets if t.info.key not in self.preempted]
+        if extra:
+            per_cq = dict(per_cq)
+            for info in extra:
+                if self.snap.cqs[info.cq].node.root() is root:
+                    per_cq[info.cq] = _summed(per_cq.get(info.cq), info.usage)
+        removed = [(self.snap.cqs[name].node, u) for name, u in per_cq.items()]
+        for node, u in removed:
+            remove_usages(node, u)
         try:
             return all(max(0, available(cq.node, fr)) >= q for fr, q in usage.items())
         finally:
-            restore()
+            for node, u in removed:
+                add_usages(node, u)
 
     def _fits_beside_victims(self, cq: ClusterQueueRuntime, usage: dict[FR, int]) -> bool:
         """An admission needing no preemption must fit beside what is still reserved. _fits (Kueue's
@@ -137,7 +163,10 @@ class Cycle:
         assert e.assignment is not None
         if not self._overlaps(e.targets):
             return e.assignment.usage, self._fits(e.cq, e.assignment.usage, e.targets)
-        restore = self.snap.simulate_workload_removal(list(self.preempted.values()))
+        # Victims in other trees change neither this tree's quota nor its preemption candidates.
+        root = id(e.cq.node.root())
+        restore = self.snap.simulate_removal_summed(self.victims.get(root, {}).values(),
+                                                    self.victim_usage.get(root, {}))
         e.info.last_assignment = None
         nomination = e.assignment.flavor_mapping()
         try:
@@ -188,7 +217,7 @@ class Cycle:
         if mode == FIT and not self._placed(e, usage):
             return
         for t in e.targets:
-            self.preempted[t.info.key] = t.info
+            self._preempt(t.info)
         if mode == PREEMPT:
             self._reserve(cq, usage)
             e.reason = "WaitingForPreemptedWorkloads"
@@ -246,7 +275,7 @@ class Cycle:
                 return False
             e.targets = targets
             for t in targets:
-                self.preempted[t.info.key] = t.info
+                self._preempt(t.info)
             self._reserve(e.cq, usage)
             e.reason = "WaitingForPreemptedWorkloads"
             self._issue_preemptions(e)
@@ -347,6 +376,14 @@ class Cycle:
                     q.stall = (e.info, e.epoch)
             if reason != "WaitingForTopology":  # a round trip to the solver: not worth a status write
                 ws.report_pending(p, e.info.wl, e.reason or "Pending", e.message)
+
+
+def _summed(a: dict[FR, int] | None, b: Mapping[FR, int]) -> dict[FR, int]:
+    """a + b per resource, as a new dict (a is shared with earlier fit checks' snapshots of it)."""
+    out = dict(a) if a else {}
+    for fr, v in b.items():
+        out[fr] = out.get(fr, 0) + v
+    return out
 
 
 def _cq_path(p: Parts, cq_name: str) -> str:
