@@ -65,6 +65,19 @@ def commands(wl: Workload) -> tuple[AdmitWorkload, EvictWorkload]:
             EvictWorkload(id="evict", reason="Preempted", message="by a test", **common))
 
 
+def count_patches(kube: KubeClient) -> list[str]:
+    """The kinds of the API's PATCHes from now on, in order."""
+    patches: list[str] = []
+    real_patch = kube.patch
+
+    async def patch(kind: str, *args: Any, **kw: Any) -> bytes:
+        patches.append(kind)
+        return await real_patch(kind, *args, **kw)
+
+    kube.patch = patch  # type: ignore[method-assign]  # the API writes, counted
+    return patches
+
+
 async def test_a_later_batch_waits_for_the_same_objects_earlier_batch(bus: Bus, sim: KubeSim, kube: KubeClient,
                                                                       world: Workload) -> None:
     admit, evict = commands(world)
@@ -184,14 +197,7 @@ async def test_a_pending_reason_superseded_by_a_newer_one_is_not_written(bus: Bu
                               "uid": world.metadata.uid, "reason": "Pending"}
     older = SetWorkloadPending(id="p1", message="5 more needed", **common)
     newer = SetWorkloadPending(id="p2", message="2 more needed", **common)
-    patches: list[str] = []
-    real_patch = kube.patch
-
-    async def patch(kind: str, *args: Any, **kw: Any) -> bytes:
-        patches.append(kind)
-        return await real_patch(kind, *args, **kw)
-
-    kube.patch = patch  # type: ignore[method-assign]  # the API writes, counted
+    patches = count_patches(kube)
     assert await ex.handle_batch([delivery(older, 1), delivery(newer, 2)]) == [None, None]
     assert patches == ["workload"]
     assert {i: (o.applied, o.reason) for i, o in reported.items()} == {"p1": (True, "Superseded"), "p2": (True, "")}
@@ -211,14 +217,7 @@ async def test_a_pending_reason_followed_by_the_admission_is_not_written(bus: Bu
                                  uid=world.metadata.uid, reason="Pending", message="5 more needed")
     other_writer = SetWorkloadPending(id="p0", cluster=C, writer="other", epoch=0, namespace="demo", name="w1",
                                       uid=world.metadata.uid, reason="Pending", message="not ours")
-    patches: list[str] = []
-    real_patch = kube.patch
-
-    async def patch(kind: str, *args: Any, **kw: Any) -> bytes:
-        patches.append(kind)
-        return await real_patch(kind, *args, **kw)
-
-    kube.patch = patch  # type: ignore[method-assign]  # the API writes, counted
+    patches = count_patches(kube)
     assert await ex.handle_batch([delivery(other_writer, 1), delivery(pending, 2), delivery(admit, 3)]) == [None] * 3
     assert {i: (o.applied, o.reason) for i, o in reported.items()} == {
         "p0": (True, ""), "p1": (True, "Superseded"), "admit": (True, "")}
