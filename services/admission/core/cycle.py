@@ -271,8 +271,10 @@ class Cycle:
             targets = [Target(v, "InClusterQueue" if v.cq == e.cq.name else "InCohortReclamation")
                        for k in answer.victims if (v := p.book.reserved.get(k)) is not None]
             if not targets:
-                e.skip("Workload's topology preemption targets are already gone")
-                return False
+                # Every victim left since the solver answered: the answer is stale, and nothing
+                # else will bring this head back (its victims' exits already came), so ask again
+                # on what is reserved now. The new question is unanswered: this recurses once.
+                return self._placed(e, usage)
             e.targets = targets
             for t in targets:
                 self._preempt(t.info)

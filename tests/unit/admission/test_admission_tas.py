@@ -175,3 +175,23 @@ def test_no_replacement_evicts_for_node_failures() -> None:
     [ev] = r.evictions
     assert ev.reason == "NodeFailures" and r.repairs == ()
     assert ev.message == "Workload was evicted as there was no replacement for unhealthy node(s): x1"
+
+
+def test_an_answer_whose_victims_are_all_gone_is_asked_again() -> None:
+    """The solver named victims, but they left before the answer was used. Nothing else will bring
+    the preemptor back (the victims' exits already came), so the cycle asks again at once; it used
+    to leave the workload pending for good ("topology preemption targets are already gone")."""
+    w = world(cq("cq").flavor("tas", cpu="8").preemption(within="LowerPriority").obj())
+    w.apply(replace(flavor("tas"), topology_name="dc"))
+    w.apply(Topology(name="dc"))
+    w.apply(wl("default/low").queue("cq").priority(1).pods("main", 2, cpu="1").reserved("cq", "tas", at=1.0).obj())
+    w.apply(replace(_tas_wl("default/high", at=2.0), priority=10))
+    [req] = w.step(3.0, echo=False).placements
+    assert req.candidates == ("default/low",)
+    w.state.apply(PlacementAnswer(workload="default/high", uid=req.uid, request_id=req.id, placed=True,
+                                  victims=("default/low",), at=3.0))
+    w.delete("default/low")
+    r = w.step(3.1, echo=False)
+    [again] = r.placements
+    assert again.workload == "default/high" and again.id != req.id and again.candidates == ()
+    assert r.preemptions == ()
