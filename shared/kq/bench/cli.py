@@ -3,6 +3,8 @@
 `kq bench --solver [--nodes N --levels L --workloads W --seed S]`: the topology solver
 alone (services.tas.solver_bench, looked up by name: kq does not import services).
 
+`kq bench --burst N [--quota CPUS --runtime T --timeout S]`: N Jobs at once (kq.bench.burst).
+
 Exit 0 when the run completed (every workload finished, no ClusterQueue over quota), 1 when
 it did not (timeout, a failed stack, over quota), 2 when the configuration is invalid or needs
 something kq does not have (topology-aware scheduling).
@@ -49,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kq.bench.podsready import main as podsready_main  # the pods-ready timer bench
 
         return podsready_main(args)
+    if any(a == "--burst" or a.startswith("--burst=") for a in args):
+        from kq.bench.burst import main as burst_main  # N Jobs at once: bounded memory, nothing lost
+
+        return burst_main(args)
     parser = argparse.ArgumentParser(prog="kq bench", description="run a scheduler benchmark "
                                      "(the generator configs of Kueue's scheduler performance test)")
     _fill(parser)
