@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -160,10 +161,12 @@ class _CQ(msgspec.Struct, frozen=True):
     status: Status = Status()
 
 
-async def listed_pending(nc: Any, cluster_queue: str, page: int = 1000) -> set[str]:
-    """Every pending workload admission lists for a ClusterQueue (Kueue's visibility API), paged."""
+async def listed_pending(nc: Any, cluster_queue: str, total: int, page: int = 1000) -> set[str]:
+    """Every pending workload admission lists for a ClusterQueue (Kueue's visibility API), paged from
+    the back: a workload admitted meanwhile leaves the head and shifts the rest forward, so a page
+    fetched later (nearer the head) overlaps the one before instead of skipping what moved."""
     out: set[str] = set()
-    offset = 0
+    offset = max(0, total - page)
     while True:
         req = PendingWorkloadsRequest(cluster_queue=cluster_queue, offset=offset, limit=page)
         msg = await nc.request(subjects.visibility_subject(CLUSTER), msgspec.json.encode(req), timeout=30)
@@ -171,9 +174,9 @@ async def listed_pending(nc: Any, cluster_queue: str, page: int = 1000) -> set[s
         if ans.error or ans.summary is None:
             raise BenchRunError(f"visibility: {ans.error or 'no answer'}")
         out.update(f"{w.metadata.namespace}/{w.metadata.name}" for w in ans.summary.items)
-        if len(ans.summary.items) < page:
+        if offset == 0:
             return out
-        offset += page
+        offset = max(0, offset - page)
 
 
 async def run_burst(n: int, *, quota: int, runtime: str, timeout_s: float, concurrency: int, workdir: Path,
@@ -207,6 +210,11 @@ async def _drive(stack: Stack, n: int, quota: int, runtime: str, timeout_s: floa
         return c.metadata.resource_version
 
     tasks: list[asyncio.Task[Any]] = []
+    # Ctrl-C or SIGTERM ends the run like the timeout does, so the stack still comes down.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     try:
         tasks.append(asyncio.create_task(watch_kind(client, "workload", ledger.feed, log, count_drops=True)))
         tasks.append(asyncio.create_task(watch_kind(client, "clusterqueue", on_cq, log, count_drops=False)))
@@ -217,7 +225,8 @@ async def _drive(stack: Stack, n: int, quota: int, runtime: str, timeout_s: floa
         tasks.append(creator)
         deadline = t0 + timeout_s
         while True:
-            await asyncio.sleep(min(PROGRESS_EVERY_S, max(0.0, deadline - time.monotonic())))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), min(PROGRESS_EVERY_S, max(0.0, deadline - time.monotonic())))
             if creator.done() and creator.exception() is not None:
                 raise BenchRunError(f"creating Jobs: {creator.exception()}")
             if creator.done() and res.create_s is None:
@@ -231,18 +240,20 @@ async def _drive(stack: Stack, n: int, quota: int, runtime: str, timeout_s: floa
             say(_progress(res, stack))
             if creator.done() and res.workloads == res.created == res.mirrored and res.counted:
                 # Admission counts them all; now ask it for each waiting one by name.
-                listed = await listed_pending(stack.bus.nc, QUEUE)
+                listed = await listed_pending(stack.bus.nc, QUEUE, res.cq_pending or 0)
                 res.not_listed = ledger.not_in(listed)
                 res.listed_pending = len(listed)
                 if not res.not_listed:
                     say(f"every Job accounted for at t={res.wall_s:.1f}s ({len(listed)} listed pending)")
                     break
                 say(f"  {len(res.not_listed)} waiting Workloads not listed by admission, e.g. {res.not_listed[:3]}")
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or stop.is_set():
                 res.timed_out = True
-                say(f"timed out after {timeout_s:.0f}s")
+                say("interrupted" if stop.is_set() else f"timed out after {timeout_s:.0f}s")
                 break
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

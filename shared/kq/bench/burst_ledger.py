@@ -45,8 +45,8 @@ def workload_state(conditions: tuple[_Cond, ...]) -> State:
     by_type = {c.type: c.status for c in conditions}
     if by_type.get("Finished") == "True":
         return "finished"
-    if by_type.get("Admitted") == "True":
-        return "admitted"
+    if by_type.get("Admitted") == "True" or by_type.get("QuotaReserved") == "True":
+        return "admitted"  # holding quota: no longer a pending workload
     if by_type.get("QuotaReserved") == "False":
         return "pending"
     return "new"
