@@ -5,7 +5,8 @@ Watch events `mark` keys dirty; `workers` tasks take one key at a time and call 
 - `reconcile` returns a delay to look at the key again later (0: at once), None when done;
 - a KubeError out of `reconcile` (it could not even read) retries after the server's hint,
   any other exception is a bug: logged loudly, retried after `retry_max_s`.
-Delayed looks are timers on the clock, cancelled when the queue stops.
+Delayed looks are timers on the clock, at most one per key (the earliest wins: a key that fails
+again and again while marked by events does not pile up timers), cancelled when the queue stops.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class KeyedWorkQueue(Generic[K]):
         self._queued: set[K] = set()
         self._busy: set[K] = set()
         self._again: set[K] = set()
-        self._timers: set[asyncio.Task[None]] = set()
+        self._timers: dict[K, tuple[float, asyncio.Task[None]]] = {}  # key -> (due, its one delayed look)
 
     def mark(self, key: K) -> None:
         if key in self._busy:
@@ -52,11 +53,26 @@ class KeyedWorkQueue(Generic[K]):
                 for i in range(self.workers):
                     tg.create_task(self._worker(), name=f"{self.name}-worker-{i}")
         finally:
-            for timer in list(self._timers):  # looks again that will not happen now
+            for _, timer in list(self._timers.values()):  # looks again that will not happen now
                 timer.cancel()
+            self._timers.clear()
+
+    def delayed(self) -> int:
+        """Delayed looks waiting (at most one per key)."""
+        return len(self._timers)
+
+    def _look_later(self, delay_s: float, key: K) -> None:
+        due = self.clock.now() + delay_s
+        held = self._timers.get(key)
+        if held is not None:
+            if held[0] <= due:
+                return  # an earlier look is set already: it will see whatever this one would
+            held[1].cancel()
+        self._timers[key] = (due, asyncio.create_task(self._mark_after(delay_s, key)))
 
     async def _mark_after(self, delay_s: float, key: K) -> None:
         await self.clock.sleep(delay_s)
+        self._timers.pop(key, None)
         self.mark(key)
 
     async def _worker(self) -> None:
@@ -80,8 +96,6 @@ class KeyedWorkQueue(Generic[K]):
             if key in self._again or retry_in is not None:
                 self._again.discard(key)
                 if retry_in:
-                    timer = asyncio.create_task(self._mark_after(retry_in, key))
-                    self._timers.add(timer)
-                    timer.add_done_callback(self._timers.discard)
+                    self._look_later(retry_in, key)
                 else:
                     self.mark(key)

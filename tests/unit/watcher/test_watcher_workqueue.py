@@ -99,3 +99,27 @@ async def test_stopping_cancels_the_pending_looks() -> None:
     assert clock.sleepers == 0
     await clock.advance(10)
     assert r.calls == ["a"]
+
+
+async def test_a_key_failing_while_events_keep_marking_it_holds_one_delayed_look() -> None:
+    """Backpressure (issue 12): under an API server that throttles every write, each failure sets a
+    delayed look; the events that keep marking the keys meanwhile must not pile up timers (one per
+    failure was O(events)). At most one per key, and each key is still looked at again when due."""
+    clock, r = FakeClock(), _Reconciler()
+    keys = [f"k{i}" for i in range(8)]
+    r.answers = {k: [ServerError("429", status=503)] * 50 for k in keys}
+    q = _queue(r, clock, workers=4)
+    runner = asyncio.create_task(q.run())
+    most = 0
+    for _ in range(10):  # events outrun the retries: every key marked again and again
+        for k in keys:
+            q.mark(k)
+        await clock.settle()
+        most = max(most, q.delayed(), clock.sleepers)
+        await clock.advance(0.05)
+    assert most <= len(keys), f"{most} delayed looks for {len(keys)} keys"
+    calls = len(r.calls)
+    await clock.advance(0.3)  # past the base backoff: every key's one look comes due
+    assert all(r.calls[calls:].count(k) >= 1 for k in keys) and q.delayed() <= len(keys)
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)
