@@ -8,14 +8,14 @@ from datetime import UTC, datetime, timedelta, timezone
 import msgspec
 import pytest
 from nats.js import api
-from nats.js.errors import NoStreamResponseError
+from nats.js.errors import APIError, NoStreamResponseError
 from support.wait import eventually
 
 from kq import subjects
 from kq.clock import FakeClock
 from kq.runtime import Bus, OutMsg
 from kq.runtime.bus import schedule_time
-from kq.runtime.streams import LEASE_STREAM, MK_ALL
+from kq.runtime.streams import LEASE_STREAM, MK_ALL, stream_configs
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -162,3 +162,24 @@ async def test_publish_outlasts_a_stream_without_a_leader_and_then_gives_up(bus:
         await clock.advance(1.0)
     with pytest.raises(NoStreamResponseError):
         await asyncio.wait_for(lost, timeout=5.0)
+
+
+async def test_a_full_command_stream_refuses_new_commands_and_keeps_the_old(bus: Bus) -> None:
+    """Backpressure (issue 12): KQ_CMD's own configuration, shrunk to 4 KiB. A publisher that outruns
+    the watcher gets a refusal to back off on; the commands already queued are never dropped for it
+    (the default, discard old, dropped the oldest unapplied commands without a word)."""
+    ours = next(c for c in stream_configs(bus.config) if c.name == subjects.COMMANDS_STREAM)
+    small = api.StreamConfig.from_response({**ours.as_dict(), "name": "KQ_CMD_SMALL", "subjects": ["small.cmd.>"],
+                                            "max_bytes": 4096})
+    await bus.js.add_stream(small)
+    body = b"x" * 500
+    stored, refused = 0, 0
+    for i in range(20):  # 10 KB into 4 KiB: the producer outruns a consumer that takes nothing
+        try:
+            await bus.js.publish(f"small.cmd.{i}", body)
+            stored += 1
+        except APIError:
+            refused += 1
+    info = await bus.js.stream_info("KQ_CMD_SMALL")
+    assert refused > 0 and info.state.messages == stored
+    assert info.state.first_seq == 1 and (info.state.bytes or 0) <= 4096  # the first command is still there

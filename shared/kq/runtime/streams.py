@@ -3,7 +3,7 @@
 | stream      | subjects                          | retention                                     |
 |-------------|-----------------------------------|-----------------------------------------------|
 | KQ_OBJECTS  | kq.v1.obj.>, kq.v1.sync.>         | last message per subject (mirror; tombstones) |
-| KQ_CMD      | kq.v1.cmd.>                       | work queue                                    |
+| KQ_CMD      | kq.v1.cmd.>                       | work queue, 1 GiB; full: refuses new commands |
 | KQ_EVENTS   | kq.v1.evt.>, kq.v1.out.>, .dlq.>  | limits: 7 days, 1 GiB                         |
 | KQ_MK       | kq.v1.mk.>                        | limits: 7 days, 256 MiB                       |
 | KQ_TIMERS   | kq.v1.timer.>                     | last per subject, 1 day: durable timers       |
@@ -73,6 +73,9 @@ def stream_configs(config: NatsConfig) -> list[api.StreamConfig]:
             subjects=[subjects.COMMANDS_ALL],
             retention=api.RetentionPolicy.WORK_QUEUE,
             max_bytes=COMMANDS_MAX_BYTES,
+            # Full (the watcher far behind): the publisher's PubAck fails and it backs off. The
+            # default, discard old, would silently drop the oldest commands not yet applied.
+            discard=api.DiscardPolicy.NEW,
             **common,
         ),
         api.StreamConfig(
