@@ -66,10 +66,12 @@ class JobIntegration:
         if obj is None:
             return
         meta = obj.metadata
+        # A new Job waits its turn; a change to a known one or its Workload (admitted, evicted,
+        # finished) goes first: under a burst of new Jobs it would wait behind all of them.
         if kind == "job":
-            self.mark(("job", meta.namespace, meta.name))
+            self.queue.mark(("job", meta.namespace, meta.name), urgent=old is not None)
         elif kind == "workload":
-            self.mark(self._workload_key(obj))
+            self.queue.mark(self._workload_key(obj), urgent=True)
         elif kind in ("resourceflavor", "workloadpriorityclass", "priorityclass"):
             for job in self.objects.all("job"):  # a flavor or class may unblock any waiting job
                 self.mark(("job", job.metadata.namespace, job.metadata.name))

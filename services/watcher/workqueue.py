@@ -5,6 +5,10 @@ Watch events `mark` keys dirty; `workers` tasks take one key at a time and call 
 - `reconcile` returns a delay to look at the key again later (0: at once), None when done;
 - a KubeError out of `reconcile` (it could not even read) retries after the server's hint,
   any other exception is a bug: logged loudly, retried after `retry_max_s`.
+Two lanes: `mark(key, urgent=True)` (a decision on an existing object: a Workload admitted or
+evicted) goes before the plain lane (new Jobs). A burst of 100,000 new Jobs otherwise held every
+admitted Job's start behind the whole backlog while its quota sat reserved. A key has at most one
+entry per lane; one taken from the urgent lane leaves its plain entry behind, skipped or reused.
 Delayed looks are timers on the clock, at most one per key (the earliest wins: a key that fails
 again and again while marked by events does not pile up timers), cancelled when the queue stops.
 """
@@ -12,6 +16,7 @@ again and again while marked by events does not pile up timers), cancelled when 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Generic, TypeVar
 
@@ -31,18 +36,46 @@ class KeyedWorkQueue(Generic[K]):
         self.retry_max_s = retry_max_s
         self.clock = clock
         self.log = log
-        self._queue: asyncio.Queue[K] = asyncio.Queue()
-        self._queued: set[K] = set()
+        self._urgent: deque[K] = deque()
+        self._plain: deque[K] = deque()
+        self._in_urgent: set[K] = set()  # keys with an entry in each lane (live or left behind)
+        self._in_plain: set[K] = set()
+        self._entries = asyncio.Semaphore(0)  # one per lane entry
+        self._queued: set[K] = set()  # keys waiting to be worked on
         self._busy: set[K] = set()
-        self._again: set[K] = set()
+        self._again: dict[K, bool] = {}  # marked while busy -> urgently
         self._timers: dict[K, tuple[float, asyncio.Task[None]]] = {}  # key -> (due, its one delayed look)
 
-    def mark(self, key: K) -> None:
+    def mark(self, key: K, *, urgent: bool = False) -> None:
         if key in self._busy:
-            self._again.add(key)
-        elif key not in self._queued:
-            self._queued.add(key)
-            self._queue.put_nowait(key)
+            self._again[key] = self._again.get(key, False) or urgent
+            return
+        if urgent and key not in self._in_urgent:
+            self._in_urgent.add(key)
+            self._urgent.append(key)
+            self._entries.release()
+        elif not urgent and key not in self._queued and key not in self._in_plain:
+            self._in_plain.add(key)
+            self._plain.append(key)
+            self._entries.release()
+        self._queued.add(key)  # an entry left behind in the plain lane serves again
+
+    def waiting(self) -> int:
+        """Lane entries (at most two per key)."""
+        return len(self._urgent) + len(self._plain)
+
+    async def _take(self) -> K:
+        while True:
+            await self._entries.acquire()
+            if self._urgent:
+                key = self._urgent.popleft()
+                self._in_urgent.discard(key)
+            else:
+                key = self._plain.popleft()
+                self._in_plain.discard(key)
+            if key in self._queued:
+                self._queued.discard(key)
+                return key
 
     def idle(self) -> bool:
         return not self._queued and not self._busy
@@ -77,8 +110,7 @@ class KeyedWorkQueue(Generic[K]):
 
     async def _worker(self) -> None:
         while True:
-            key = await self._queue.get()
-            self._queued.discard(key)
+            key = await self._take()
             self._busy.add(key)
             retry_in: float | None = None
             try:
@@ -94,8 +126,8 @@ class KeyedWorkQueue(Generic[K]):
             finally:
                 self._busy.discard(key)
             if key in self._again or retry_in is not None:
-                self._again.discard(key)
+                urgent = self._again.pop(key, False)
                 if retry_in:
                     self._look_later(retry_in, key)
                 else:
-                    self.mark(key)
+                    self.mark(key, urgent=urgent)

@@ -123,3 +123,27 @@ async def test_a_key_failing_while_events_keep_marking_it_holds_one_delayed_look
     assert all(r.calls[calls:].count(k) >= 1 for k in keys) and q.delayed() <= len(keys)
     runner.cancel()
     await asyncio.gather(runner, return_exceptions=True)
+
+
+async def test_urgent_marks_go_before_a_backlog_of_plain_ones_and_entries_stay_bounded() -> None:
+    """A burst of new Jobs (plain) must not hold up a decision on a known one (urgent: its Workload
+    admitted), and marks that outrun the one worker never give a key more than one entry per lane."""
+    clock, r = FakeClock(), _Reconciler()
+    q = _queue(r, clock, workers=1)
+    r.gate = asyncio.Event()
+    runner = asyncio.create_task(q.run())
+    q.mark("first")
+    await clock.settle()  # the worker holds "first"
+    backlog = [f"new{i}" for i in range(50)]
+    for _ in range(3):  # every event again, plain and urgent, while nothing is taken
+        for k in backlog:
+            q.mark(k)
+        q.mark("admitted", urgent=True)
+        q.mark("new7", urgent=True)  # promoted: its plain entry is left behind, not doubled
+    assert q.waiting() <= len(backlog) + 3
+    r.gate.set()
+    await clock.settle()
+    assert r.calls[:3] == ["first", "admitted", "new7"]
+    assert sorted(r.calls[3:]) == sorted(k for k in backlog if k != "new7") and q.idle() and q.waiting() == 0
+    runner.cancel()
+    await asyncio.gather(runner, return_exceptions=True)
