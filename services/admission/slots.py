@@ -28,6 +28,7 @@ import nats.errors
 from kq.config import AdmissionConfig, ConfigError
 from kq.obs import get_logger
 from kq.runtime import Backoff, Bus, Lease, hold
+from kq.runtime.leadership import free_ended_term
 from services.admission.board import Board, Heartbeat
 from services.admission.core.model import SchedulerConfig
 from services.admission.handover import SlotTerm
@@ -140,6 +141,8 @@ class Replica:
                 self.backoff[slot].reset()
             if not self.held:
                 self.bus.status, self.bus.metrics.role = "standby", "follower"
+        del term  # the next term of any slot replays the whole mirror: this one's copy goes first
+        await free_ended_term()
 
     async def _give_up(self, slot: int) -> None:
         task = self.held.get(slot)

@@ -6,6 +6,8 @@ terms. The lease's storage is in memory (tests/support/memory_lease.py)."""
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -184,3 +186,47 @@ async def test_stand_lets_the_service_say_what_health_is_while_idle() -> None:
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert bus.status == "starting"  # not leading, and no longer known to be standing by
+
+
+class _TermState:
+    """A term's state in a reference cycle, as a real one is (tasks, callbacks, frames)."""
+
+    def __init__(self) -> None:
+        self.me = self
+        self.workloads = [object() for _ in range(1000)]
+
+
+@pytest.mark.parametrize("ending", ["fails", "loses the lease"])
+async def test_an_ended_terms_state_is_freed_before_the_next_term_rebuilds(ending: str) -> None:
+    """Bounded memory (issue 12): the next term rebuilds all of it, so the ended one's must be gone
+    first, even when the cyclic collector would not run for a long time (disabled here)."""
+    clock, key = FakeClock(), Key()
+    lease = InMemoryLease(key, clock, "a", poll_interval=0.5)
+    bus = _Bus(clock)
+    states: list[weakref.ref[_TermState]] = []
+    alive_at_start: list[bool] = []
+
+    async def term(epoch: int) -> None:
+        alive_at_start.append(any(r() is not None for r in states))
+        state = _TermState()
+        states.append(weakref.ref(state))
+        if len(states) == 1 and ending == "fails":
+            raise RuntimeError("term 1")
+        await asyncio.Event().wait()
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        task = asyncio.create_task(stand(bus, lease, term, log=_Log(), backoff=Backoff(1.0, 1.0)))  # type: ignore[arg-type]
+        await clock.settle()
+        if ending == "loses the lease":
+            _taken_by_another(key)
+            await clock.advance(3)
+            key.value = None
+        await clock.advance(1.0)
+        assert alive_at_start == [False, False], "the first term's state outlived it"
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    finally:
+        if was_enabled:
+            gc.enable()
