@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import nats.errors
 from nats.js import JetStreamContext, api
 
 from kq import subjects
@@ -68,6 +69,7 @@ class BurstResult(msgspec.Struct, kw_only=True):
     not_listed: list[str] = []  # waiting Workloads admission did not list: lost to it
     dead_letters: int = 0
     timed_out: bool = False
+    error: str = ""  # why the run stopped early
     create_s: float | None = None  # when the last Job was created
     wall_s: float = 0.0
     processes: list[ProcessStats] = []
@@ -87,7 +89,7 @@ class BurstResult(msgspec.Struct, kw_only=True):
 
     @property
     def ok(self) -> bool:
-        return (not self.timed_out and self.created == self.jobs and self.listed_pending is not None
+        return (not self.timed_out and not self.error and self.created == self.jobs and self.listed_pending is not None
                 and self.lost == 0)
 
 
@@ -161,7 +163,7 @@ class _CQ(msgspec.Struct, frozen=True):
     status: Status = Status()
 
 
-async def listed_pending(nc: Any, cluster_queue: str, total: int, page: int = 1000) -> set[str]:
+async def listed_pending(nc: Any, cluster_queue: str, total: int, page: int = 2000) -> set[str]:
     """Every pending workload admission lists for a ClusterQueue (Kueue's visibility API), paged from
     the back: a workload admitted meanwhile leaves the head and shifts the rest forward, so a page
     fetched later (nearer the head) overlaps the one before instead of skipping what moved."""
@@ -169,7 +171,7 @@ async def listed_pending(nc: Any, cluster_queue: str, total: int, page: int = 10
     offset = max(0, total - page)
     while True:
         req = PendingWorkloadsRequest(cluster_queue=cluster_queue, offset=offset, limit=page)
-        msg = await nc.request(subjects.visibility_subject(CLUSTER), msgspec.json.encode(req), timeout=30)
+        msg = await nc.request(subjects.visibility_subject(CLUSTER), msgspec.json.encode(req), timeout=60)
         ans = answer_decoder.decode(msg.data)
         if ans.error or ans.summary is None:
             raise BenchRunError(f"visibility: {ans.error or 'no answer'}")
@@ -189,9 +191,11 @@ async def run_burst(n: int, *, quota: int, runtime: str, timeout_s: float, concu
     try:
         say(f"stack up; creating {n} Jobs against {quota} cpus of quota")
         await _drive(stack, n, quota, runtime, timeout_s, concurrency, say, res)
+    except BenchRunError as e:
+        res.error = str(e)  # the figures so far are still worth printing
+    finally:
         res.processes = _stack_processes(stack)
         res.runner = process_stats("the bench (not in the sum)", os.getpid())
-    finally:
         await stack.down()
     return res
 
@@ -240,13 +244,20 @@ async def _drive(stack: Stack, n: int, quota: int, runtime: str, timeout_s: floa
             say(_progress(res, stack))
             if creator.done() and res.workloads == res.created == res.mirrored and res.counted:
                 # Admission counts them all; now ask it for each waiting one by name.
-                listed = await listed_pending(stack.bus.nc, QUEUE, res.cq_pending or 0)
-                res.not_listed = ledger.not_in(listed)
-                res.listed_pending = len(listed)
-                if not res.not_listed:
+                try:
+                    listed = await listed_pending(stack.bus.nc, QUEUE, res.cq_pending or 0)
+                except (nats.errors.Error, TimeoutError) as e:  # a busy admission: ask again next round
+                    say(f"  admission's visibility API did not answer ({e!r}); asking again")
+                    listed = None
+                if listed is not None:
+                    res.not_listed = ledger.not_in(listed)
+                    res.listed_pending = len(listed)
+                if listed is not None and not res.not_listed:
                     say(f"every Job accounted for at t={res.wall_s:.1f}s ({len(listed)} listed pending)")
                     break
-                say(f"  {len(res.not_listed)} waiting Workloads not listed by admission, e.g. {res.not_listed[:3]}")
+                elif listed is not None:
+                    say(f"  {len(res.not_listed)} waiting Workloads not listed by admission, e.g. "
+                        f"{res.not_listed[:3]}")
             if time.monotonic() >= deadline or stop.is_set():
                 res.timed_out = True
                 say("interrupted" if stop.is_set() else f"timed out after {timeout_s:.0f}s")
@@ -327,7 +338,8 @@ def render(res: BurstResult, argv_line: str) -> str:
              f"({res.marked_pending:,} marked Pending; ClusterQueue pendingWorkloads {res.cq_pending}, "
              f"listed by admission {res.listed_pending}), admitted {res.admitted:,}, finished {res.finished:,}; "
              f"dead letters {res.dead_letters}",
-             f"lost: {res.lost} ({'nothing lost' if res.lost == 0 else 'LOST WORK'})",
+             f"lost: {res.lost} ({'nothing lost' if res.lost == 0 else 'LOST WORK'})"
+             + (f"; stopped early: {res.error}" if res.error else ""),
              "",
              "| process | peak RSS (VmHWM) | CPU s |",
              "|---|---|---|"]
