@@ -63,18 +63,37 @@ def plan_event(cmd: RecordEvent, existing: Event | None, instance: str) -> Creat
 
 
 class EventBudget:
-    """Token buckets per object key; `now` in seconds on the caller's clock."""
+    """Token buckets per object key; `now` in seconds on the caller's clock.
+
+    A bucket that has refilled is the same as none, so full ones are dropped whenever the table
+    has doubled since the last sweep: the table holds the objects with events in the last
+    burst x refill_s, not every object that ever had one (keys carry the uid: churn never repeats)."""
+
+    _FIRST_SWEEP = 1024
 
     def __init__(self, burst: int = 25, refill_s: float = 300.0) -> None:
         self.burst = burst
         self.refill_s = refill_s
         self._buckets: dict[Any, tuple[float, float]] = {}  # key -> (tokens, as of)
+        self._sweep_at = self._FIRST_SWEEP
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def _tokens(self, tokens: float, since: float, now: float) -> float:
+        return min(float(self.burst), tokens + (now - since) / self.refill_s if self.refill_s > 0 else math.inf)
 
     def allow(self, key: Any, now: float) -> bool:
+        if len(self._buckets) >= self._sweep_at:
+            self._sweep(now)
         tokens, since = self._buckets.get(key, (float(self.burst), now))
-        tokens = min(float(self.burst), tokens + (now - since) / self.refill_s if self.refill_s > 0 else math.inf)
+        tokens = self._tokens(tokens, since, now)
         if tokens < 1.0:
             self._buckets[key] = (tokens, now)
             return False
         self._buckets[key] = (tokens - 1.0, now)
         return True
+
+    def _sweep(self, now: float) -> None:
+        self._buckets = {k: v for k, v in self._buckets.items() if self._tokens(v[0], v[1], now) < self.burst}
+        self._sweep_at = max(self._FIRST_SWEEP, 2 * len(self._buckets))  # amortised: O(1) per call

@@ -70,3 +70,17 @@ def test_the_budget_is_a_token_bucket_per_object(burst: int, refill: float, time
     b = EventBudget(burst=burst, refill_s=refill)
     assert [b.allow("w", t) for t in times] == allowed
     assert b.allow("other", times[-1])  # another object has its own bucket
+
+
+def test_the_budget_forgets_refilled_buckets_so_churn_does_not_grow_it() -> None:
+    """Bounded memory (issue 12): every Job of a long run is a new key (the uid); the table holds only
+    the objects whose bucket has not refilled yet, never every object that ever had an Event."""
+    b = EventBudget(burst=3, refill_s=10.0)
+    assert [b.allow("drained", 0.0) for _ in range(4)] == [True, True, True, False]
+    most = 0
+    for i in range(20_000):  # one new object a second, one Event each: refilled 10 s later
+        b.allow(("job", i), 1.0 + i)
+        most = max(most, len(b))
+        if i == 5:
+            assert not b.allow("drained", 1.0 + i)  # a drained bucket is not forgotten early
+    assert most <= 2 * 10 + 1024, most
