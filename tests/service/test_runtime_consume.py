@@ -214,3 +214,37 @@ async def test_concurrency_handles_several_messages_at_once(bus: Bus) -> None:
     async with running(bus.consume("worker", subjects.COMMANDS_STREAM, CMD, handler, concurrency=3)):
         await eventually(_acked(bus, "worker", 3))
     assert peak == 3
+
+
+@pytest.mark.parametrize(("max_ack_pending", "bound"), [
+    pytest.param(4096, 4 * 32, id="pull-requests-bound-it"),  # pipeline 2 x batch 32 in hand, up to 2 batches asked
+    pytest.param(40, 40, id="ack-pending-limit-bounds-it"),
+])
+async def test_a_stalled_consumer_holds_a_bounded_number_of_messages(bus: Bus, max_ack_pending: int,
+                                                                     bound: int) -> None:
+    """Backpressure (issue 12): 2,000 commands outrun a consumer whose handler stalls. What the
+    process holds (delivered, not acked) stays within its pull requests and max_ack_pending; the
+    backlog waits in the stream. Released, every message is handled."""
+    release, started = asyncio.Event(), asyncio.Event()
+    handled = 0
+
+    async def stalled(ds: list[Delivery]) -> list[BaseException | None]:
+        nonlocal handled
+        started.set()
+        await release.wait()
+        handled += len(ds)
+        return [None] * len(ds)
+
+    await bus.publish_many([OutMsg(CMD, b"x", f"b{i}") for i in range(2000)])
+    async with running(bus.consume_batches("worker", subjects.COMMANDS_STREAM, CMD, stalled, batch=32, pipeline=2,
+                                           max_ack_pending=max_ack_pending)):
+        await asyncio.wait_for(started.wait(), 10)
+        most = 0
+        for _ in range(20):  # the server has had every chance to push more by the end
+            _, in_hand, backlog = await consumer_state(bus, "worker")
+            most = max(most, in_hand)
+            await asyncio.sleep(0.05)
+        assert 0 < most <= bound and backlog >= 2000 - bound
+        release.set()
+        await eventually(_acked(bus, "worker", 2000), timeout=20)
+    assert handled == 2000
