@@ -66,10 +66,11 @@ class JobIntegration:
         if obj is None:
             return
         meta = obj.metadata
-        # A new Job waits its turn; a change to a known one or its Workload (admitted, evicted,
-        # finished) goes first: under a burst of new Jobs it would wait behind all of them.
+        # A Job without its Workload yet waits its turn; one with a Workload, or the Workload itself
+        # (admitted, evicted, finished), goes first: under a burst it would wait behind every new Job.
+        # (Not "any update": the Job controller's own Suspended condition updates every new Job.)
         if kind == "job":
-            self.queue.mark(("job", meta.namespace, meta.name), urgent=old is not None)
+            self.queue.mark(("job", meta.namespace, meta.name), urgent=self._workload_for(obj) is not None)
         elif kind == "workload":
             self.queue.mark(self._workload_key(obj), urgent=True)
         elif kind in ("resourceflavor", "workloadpriorityclass", "priorityclass"):

@@ -64,6 +64,10 @@ class KeyedWorkQueue(Generic[K]):
         """Lane entries (at most two per key)."""
         return len(self._urgent) + len(self._plain)
 
+    def lanes(self) -> tuple[int, int]:
+        """Entries in the urgent lane and in the plain one."""
+        return len(self._urgent), len(self._plain)
+
     async def _take(self) -> K:
         while True:
             await self._entries.acquire()

@@ -1,0 +1,42 @@
+"""Which lane of the Job work queue a change goes to (services/watcher/integration.py): a Job that has
+no Workload yet (a burst of new Jobs) waits its turn; a Job with its Workload, or the Workload
+itself, goes first. Every new Job gets an update of its own (the Job controller's Suspended
+condition): taking any update as urgent put the whole burst in the urgent lane, and an admitted
+Job started only once every new Job had its Workload."""
+
+from __future__ import annotations
+
+from msgspec.structs import replace
+from unit.watcher.watcher_builders import admitted, job, workload_for
+
+from kq.api.meta import Condition
+from kq.kube import KubeClient
+from services.watcher.integration import JobIntegration
+from services.watcher.objects import ClusterObjects
+
+
+def test_new_jobs_wait_their_turn_and_jobs_with_a_workload_go_first() -> None:
+    objects = ClusterObjects("c1")
+    integration = JobIntegration(KubeClient.__new__(KubeClient), objects, workers=1, max_steps=4)  # no call is made
+    lanes = integration.queue.lanes
+    new = job("new", uid="u-new")
+    objects.put("job", new)
+    integration.on_change("job", None, new)
+    suspended = replace(new, status=replace(new.status, conditions=(Condition(type="Suspended", status="True"),)),
+                        metadata=replace(new.metadata, resource_version="11"))
+    objects.put("job", suspended)
+    integration.on_change("job", new, suspended)  # the Job controller's update: still no Workload
+    assert lanes() == (0, 1)
+
+    started = job("started", uid="u-started")
+    objects.put("job", started)
+    wl = admitted(workload_for(started))
+    objects.put("workload", wl)
+    integration.on_change("workload", None, wl)  # admitted: its Job is started first
+    assert lanes() == (1, 1)
+    other = job("other", uid="u-other")
+    objects.put("job", other)
+    objects.put("workload", replace(workload_for(other), metadata=replace(workload_for(other).metadata,
+                                                                         name="wl-other")))
+    integration.on_change("job", other, replace(other, metadata=replace(other.metadata, resource_version="12")))
+    assert lanes() == (2, 1)
