@@ -272,24 +272,30 @@ async def _drive(stack: Stack, n: int, quota: int, runtime: str, timeout_s: floa
 
 
 async def _create_jobs(client: KubeClient, n: int, runtime: str, concurrency: int, res: BurstResult) -> None:
+    """As fast as the API server takes them, `concurrency` in flight; the first failure ends it."""
     sem = asyncio.Semaphore(concurrency)
+    failed: list[BaseException] = []
 
     async def one(i: int) -> None:
         try:
             await _create_dict(client, job_body(i, runtime))
             res.created += 1
+        except Exception as e:  # noqa: BLE001 - raised below, in the creating loop
+            failed.append(e)
         finally:
             sem.release()
 
     pending: set[asyncio.Task[None]] = set()
     for i in range(n):
         await sem.acquire()
+        if failed:
+            break
         t = asyncio.create_task(one(i))
         pending.add(t)
         t.add_done_callback(pending.discard)
-        if t.done() and t.exception() is not None:
-            raise t.exception()  # type: ignore[misc]
     await asyncio.gather(*pending)
+    if failed:
+        raise failed[0]
 
 
 async def _fill(stack: Stack, ledger: WorkloadLedger, cq: list[_CQ], res: BurstResult) -> None:
