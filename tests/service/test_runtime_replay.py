@@ -128,3 +128,22 @@ async def test_wait_caught_up_reports_a_failed_replay(bus: Bus) -> None:
     async with bus.replay("NO_SUCH_STREAM", "x.>", handler) as r:
         with pytest.raises(Exception, match=r"not found|NotFound"):
             await r.wait_caught_up(5)
+
+
+async def test_behind_counts_the_messages_still_to_handle(bus: Bus) -> None:
+    n = 150
+    await bus.publish_many([OutMsg(obj(f"w{i:03}"), b"x", f"w{i}", headers=record_headers("put", "1", f"u{i}"))
+                            for i in range(n)])
+    behind: list[int] = []
+    replay: list[object] = []
+
+    async def handler(d: Delivery) -> None:
+        behind.append(replay[0].behind)  # type: ignore[attr-defined]  # the Replay, set below
+
+    async with bus.replay(subjects.OBJECTS_STREAM, subjects.object_filter("c1"), handler, batch=40) as r:
+        replay.append(r)
+        await r.wait_caught_up(5)
+        await eventually(lambda: len(behind) >= n, timeout=20)
+        assert r.behind == 0 and r.progress.is_set()
+    # While message k is handled, k..n-1 are still to handle (0 before the first is handled).
+    assert behind[:3] == [0, n - 1, n - 2] and behind[-1] == 1

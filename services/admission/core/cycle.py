@@ -16,23 +16,24 @@ from collections.abc import Mapping
 import msgspec
 
 from . import check_rules
-from . import placements as tas
 from . import workload_sync as ws
 from .assignment import DEFERRED_FIT, FIT, NO_FIT, PREEMPT, Assignment
-from .decisions import AdmissionDecision, CycleResult, PlacementRequest, PreemptionDecision
+from .decisions import AdmissionDecision, CycleResult, PreemptionDecision
 from .entry import IMMEDIATE_BEST_EFFORT, Entry, EntryState
 from .flavors import FlavorAssigner, search_partial_counts
 from .model import LabelSelector
 from .ordering import FairSharingOrder, classical_order
 from .ownership import owned_result
 from .parts import Parts
-from .preemption import HUMAN_REASONS, Target
+from .preemption import Target
+from .preemption_issue import issue_preemptions
 from .preemptor import Preemptor
 from .quota import FR, add_usages, available, remove_usages
 from .runtime import ClusterQueueRuntime
 from .selectors import selector_matches
 from .snapshot import Snapshot
 from .status import changed_statuses
+from .tas_admission import placed
 from .workloads import PendingInfo, ReservedInfo, can_be_partially_admitted
 
 
@@ -44,7 +45,7 @@ class Cycle:
         self.preemptor = Preemptor(self.snap, p.config.fair_sharing)
         self.admissions: list[AdmissionDecision] = []
         self.preemptions: list[PreemptionDecision] = []
-        self.preempted: dict[str, ReservedInfo] = {}  # victims chosen in this cycle (add with _preempt)
+        self.preempted: dict[str, ReservedInfo] = {}  # victims chosen in this cycle (add with preempt)
         # The victims' usage summed per ClusterQueue, per cohort tree (id of its root): a fit check
         # removes one sum per queue of its own tree, not every victim of the cycle (O(victims) per
         # entry made a cycle with thousands of preemptions run for minutes).
@@ -119,7 +120,7 @@ class Cycle:
 
     # --- phase 5 ------------------------------------------------------------------------------
 
-    def _preempt(self, info: ReservedInfo) -> None:
+    def preempt(self, info: ReservedInfo) -> None:
         if info.key in self.preempted:
             return
         self.preempted[info.key] = info
@@ -178,7 +179,7 @@ class Cycle:
             a.set_mode(DEFERRED_FIT)  # fits only once the other preemptions complete
         return a.usage, self._fits(e.cq, a.usage, t)
 
-    def _reserve(self, cq: ClusterQueueRuntime, usage: dict[FR, int]) -> None:
+    def reserve(self, cq: ClusterQueueRuntime, usage: dict[FR, int]) -> None:
         self.snap.reserve_for_cycle(cq, usage)
         self.reserved_roots.add(id(cq.node.root()))
 
@@ -197,7 +198,7 @@ class Cycle:
             e.requeue_reason = "PreemptionNoCandidates"
             e.reason = "WaitingForQuota"
             if cq.spec.preemption.reclaim_within_cohort != "Any":
-                self._reserve(cq, self._to_reserve(e))
+                self.reserve(cq, self._to_reserve(e))
             return
         if mode == DEFERRED_FIT:
             e.message = (
@@ -206,7 +207,7 @@ class Cycle:
             )
             e.reason, e.requeue_reason = "WaitingForPreemptedWorkloads", "PendingPreemption"
             e.info.last_assignment = None
-            self._reserve(cq, usage)
+            self.reserve(cq, usage)
             return
         if self._overlaps(e.targets):
             e.skip("Workload has overlapping preemption targets with another workload")
@@ -214,76 +215,20 @@ class Cycle:
         if not fits or (mode == FIT and not self._fits_beside_victims(cq, usage)):
             e.skip("Workload no longer fits after processing another workload")
             return
-        if mode == FIT and not self._placed(e, usage):
+        if mode == FIT and not placed(self, e, usage):
             return
         for t in e.targets:
-            self._preempt(t.info)
+            self.preempt(t.info)
         if mode == PREEMPT:
-            self._reserve(cq, usage)
+            self.reserve(cq, usage)
             e.reason = "WaitingForPreemptedWorkloads"
-            self._issue_preemptions(e)
+            self.preemptions += issue_preemptions(self.p, e)
             return
         if self._pods_not_ready():
             e.message = "waiting for all admitted workloads to be in PodsReady condition"
             e.reason = e.requeue_reason = "WaitingForPodsReady"
             return
         self._admit(e)
-
-    def _placed(self, e: Entry, usage: dict[FR, int]) -> bool:
-        """TAS: True when the entry needs no placement or has one; else it asks, preempts or waits."""
-        p, info, a = self.p, e.info, e.assignment
-        assert a is not None
-        specs = {ps.name: ps for ps in info.wl.pod_sets}
-        asks = tas.pod_set_asks(
-            [(specs[r.name], r.count, {c.name for c in r.flavors.values()}) for r in a.pod_sets if r.name in specs],
-            e.cq, p.tree.flavors)
-        if isinstance(asks, str):
-            e.message, e.reason, e.requeue_reason = asks, "Pending", "NoFit"
-            return False
-        if not asks:
-            return True
-        fp = tas.fingerprint(asks)
-        if p.placements.stale(info.key, self.now):
-            p.placements.consume(info.key)
-        req = p.placements.current(info.key, fp)
-        answer = p.placements.answer_to(req) if req is not None else None
-        if req is None:
-            reserved = sorted(p.book.reserved.values(), key=lambda r: r.key)
-            p.placements.ask(PlacementRequest(
-                id="", workload=info.key, uid=info.uid, cluster_queue=e.cq.name, fingerprint=fp,
-                pod_sets=tuple(asks), candidates=tas.candidates(info, e.cq, reserved, p.tree.cqs)))
-        if answer is None:
-            # Assume the admission now (its quota is taken while the solver answers, so the heads
-            # behind it are asked about in parallel on what is left); the answer completes it.
-            d = self._decision(e)
-            ws.assume(p, d)
-            self.snap.fresh.add(info.key)
-            e.state = EntryState.ASSUMED
-            p.placements.provisional[info.key] = d
-            return False
-        p.placements.consume(info.key)
-        if not answer.placed:
-            names = ", ".join(x.name for x in asks)
-            e.message = f"couldn't assign flavors to pod set {names}: {answer.message}"
-            e.reason, e.requeue_reason = "Pending", "NoFit"
-            return False
-        if answer.victims:
-            targets = [Target(v, "InClusterQueue" if v.cq == e.cq.name else "InCohortReclamation")
-                       for k in answer.victims if (v := p.book.reserved.get(k)) is not None]
-            if not targets:
-                # Every victim left since the solver answered: the answer is stale, and nothing
-                # else will bring this head back (its victims' exits already came), so ask again
-                # on what is reserved now. The new question is unanswered: this recurses once.
-                return self._placed(e, usage)
-            e.targets = targets
-            for t in targets:
-                self._preempt(t.info)
-            self._reserve(e.cq, usage)
-            e.reason = "WaitingForPreemptedWorkloads"
-            self._issue_preemptions(e)
-            return False
-        e.topology = dict(answer.topology)
-        return True
 
     def _pods_not_ready(self) -> bool:
         """waitForPodsReady.blockAdmission: a workload holding quota (ours of this cycle included)
@@ -307,38 +252,14 @@ class Cycle:
                 out[fr] = max(0, min(v, nominal - used))
         return out
 
-    def _issue_preemptions(self, e: Entry) -> None:
-        p = self.p
-        for t in e.targets:
-            v = t.info
-            if v.evicted or p.ledger.eviction_issued(v.key):
-                continue  # already on its way out
-            decision_id = p.ledger.issue_preemption(v.key, v.uid, v.wl.resource_version)
-            p.tree.bump_cq(v.cq)
-            self.preemptions.append(
-                PreemptionDecision(
-                    id=decision_id,
-                    victim=v.key,
-                    victim_uid=v.uid,
-                    victim_cluster_queue=v.cq,
-                    preemptor=e.info.key,
-                    preemptor_uid=e.info.uid,
-                    reason=t.reason,
-                    message=_preemption_message(p, e, t),
-                )
-            )
-        e.message += f". Pending the preemption of {len(e.targets)} workload(s)"
-        e.requeue_reason = "PendingPreemption"
-        e.info.last_assignment = None
-
     def _admit(self, e: Entry) -> None:
-        d = self._decision(e)
+        d = self.decision(e)
         ws.assume(self.p, d)
         self.snap.fresh.add(d.workload)
         e.state = EntryState.ASSUMED
         self.admissions.append(d)
 
-    def _decision(self, e: Entry) -> AdmissionDecision:
+    def decision(self, e: Entry) -> AdmissionDecision:
         p, cq, a, w = self.p, e.cq, e.assignment, e.info.wl
         assert a is not None
         pod_sets = a.to_pod_set_assignments()
@@ -386,22 +307,6 @@ def _summed(a: dict[FR, int] | None, b: Mapping[FR, int]) -> dict[FR, int]:
     for fr, v in b.items():
         out[fr] = out.get(fr, 0) + v
     return out
-
-
-def _cq_path(p: Parts, cq_name: str) -> str:
-    cq = p.tree.cqs.get(cq_name)
-    if cq is None:
-        return "UNKNOWN"
-    parts = [cq_name] + [n.name for n in cq.node.ancestors()]
-    return "/" + "/".join(reversed(parts))
-
-
-def _preemption_message(p: Parts, e: Entry, t: Target) -> str:
-    return (
-        f"Preempted to accommodate a workload (UID: {e.info.uid or 'UNKNOWN'}, "
-        f"JobUID: {e.info.wl.job_uid or 'UNKNOWN'}) due to {HUMAN_REASONS.get(t.reason, 'UNKNOWN')}; "
-        f"preemptor path: {_cq_path(p, e.cq.name)}; preemptee path: {_cq_path(p, t.info.cq)}"
-    )
 
 
 def _release_due(p: Parts, now: float) -> None:

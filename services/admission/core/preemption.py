@@ -12,7 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from .quota import FR, QuotaNode, available, borrowing_with, fits_in_quota, over_children, within_nominal
+from .quota import (
+    FR,
+    QuotaNode,
+    add_usages,
+    available,
+    borrowing_with,
+    fits_in_quota,
+    over_children,
+    remove_usages,
+    within_nominal,
+)
 from .runtime import ClusterQueueRuntime
 from .snapshot import Snapshot
 from .workloads import PendingInfo, ReservedInfo
@@ -37,6 +47,10 @@ _VARIANT_REASON = {
     RECLAIM_WITHOUT_BORROWING: IN_COHORT_RECLAMATION,
     RECLAIM_WHILE_BORROWING: IN_COHORT_RECLAIM_WHILE_BORROWING,
 }
+
+
+# Candidates a walk removes one by one before it checks whether removing all of them could help.
+WALK_BEFORE_BOUND = 8
 
 
 class Target:
@@ -186,7 +200,9 @@ def _collect_in_subtree(
             _collect_in_subtree(ctx, child, subtree_root, skip, advantage, out)
 
 
-def _hierarchical_candidates(ctx: PreemptionContext) -> tuple[list[_Candidate], list[_Candidate]]:
+def _hierarchical_candidates(ctx: PreemptionContext, with_priority: bool) -> tuple[list[_Candidate], list[_Candidate]]:
+    """Other queues' candidates: those the preemptor has a hierarchical advantage over, and the
+    others (priority candidates), these only when `with_priority` (the caller knows none is usable)."""
     hierarchy: list[_Candidate] = []
     priority: list[_Candidate] = []
     node = ctx.cq.node
@@ -195,7 +211,9 @@ def _hierarchical_candidates(ctx: PreemptionContext) -> tuple[list[_Candidate], 
     advantage, remaining = fits_in_quota(node, ctx.usage)
     previous: QuotaNode | None = None
     for subtree_root in node.ancestors():
-        _collect_in_subtree(ctx, subtree_root, subtree_root, previous, advantage, hierarchy if advantage else priority)
+        if advantage or with_priority:
+            _collect_in_subtree(ctx, subtree_root, subtree_root, previous, advantage,
+                                hierarchy if advantage else priority)
         fits, remaining = fits_in_quota(subtree_root, remaining)
         advantage = advantage or fits
         previous = subtree_root
@@ -227,11 +245,42 @@ def _under_nominal(ctx: PreemptionContext) -> bool:
     return True
 
 
-def classical_targets(ctx: PreemptionContext) -> list[Target]:
+def _fits_without_all(ctx: PreemptionContext, cands: list[_Candidate], allow_borrowing: bool) -> bool:
+    """Would the preemptor fit with every one of `cands` gone? Their usage is removed summed per
+    ClusterQueue (one quota walk per queue), then put back."""
+    per_cq: dict[str, dict[FR, int]] = {}
+    for c in cands:
+        u = per_cq.setdefault(c.info.cq, {})
+        for fr, v in c.info.usage.items():
+            u[fr] = u.get(fr, 0) + v
+    removed = [(ctx.snap.cqs[name].node, u) for name, u in per_cq.items()]
+    for node, u in removed:
+        remove_usages(node, u)
+    try:
+        return workload_fits(ctx, allow_borrowing)
+    finally:
+        for node, u in removed:
+            add_usages(node, u)
+
+
+def classical_targets(ctx: PreemptionContext, exhaustive: bool = False) -> list[Target]:
+    """Kueue classicalPreemptions, with two shortcuts that change no outcome (`exhaustive` turns
+    them off, for tests):
+
+    - with borrowWithinCohort forbidden and the queue at or over its nominal quota only the
+      borrowing attempt runs, where every priority candidate (ReclaimWithoutBorrowing) is
+      invalid: they are not collected at all;
+    - a walk that removed WALK_BEFORE_BOUND candidates without a fit removes every candidate
+      still valid at once: if the preemptor does not fit even then, the walk cannot end in a fit
+      (removals only add capacity, and a candidate never turns valid by others' removal), so it
+      stops there. Walks that fit early pay nothing for it.
+    """
+    forbidden, _ = borrowing_within_cohort_forbidden(ctx.cq)
+    only_borrowing = forbidden and not _under_nominal(ctx)
     same: list[_Candidate] = []
     if ctx.cq.spec.preemption.within_cluster_queue != "Never":
         _from_cq(ctx, ctx.cq, None, False, same)
-    hierarchy, priority = _hierarchical_candidates(ctx)
+    hierarchy, priority = _hierarchical_candidates(ctx, with_priority=exhaustive or not only_borrowing)
     order = candidate_order(ctx.cq.name)
     ordered: list[_Candidate] = []
     lists = [sorted(lst, key=lambda c: order(c.info)) for lst in (hierarchy, priority, same)]
@@ -239,8 +288,7 @@ def classical_targets(ctx: PreemptionContext) -> list[Target]:
         for lst in lists:
             ordered.extend(c for c in lst if c.info.evicted == evicted)
 
-    forbidden, _ = borrowing_within_cohort_forbidden(ctx.cq)
-    if (not hierarchy and not priority) or (forbidden and not _under_nominal(ctx)):
+    if (not hierarchy and not priority) or only_borrowing:
         attempts: tuple[bool, ...] = (True,)
     elif forbidden and not hierarchy:
         attempts = (False, True)
@@ -250,7 +298,7 @@ def classical_targets(ctx: PreemptionContext) -> list[Target]:
     snap = ctx.snap
     for allow_borrowing in attempts:
         targets: list[Target] = []
-        for c in ordered:
+        for i, c in enumerate(ordered):
             if not _valid(ctx, c, allow_borrowing):
                 continue
             snap.remove_workload(c.info)
@@ -259,5 +307,9 @@ def classical_targets(ctx: PreemptionContext) -> list[Target]:
                 targets = fill_back(ctx, targets, allow_borrowing)
                 restore(snap, targets)
                 return targets
+            if len(targets) == WALK_BEFORE_BOUND and not exhaustive:
+                rest = [d for d in ordered[i + 1:] if _valid(ctx, d, allow_borrowing)]
+                if not _fits_without_all(ctx, rest, allow_borrowing):
+                    break
         restore(snap, targets)
     return []

@@ -66,6 +66,11 @@ class Replay:
         self.caught_up = asyncio.Event()
         self.last_seq = 0  # stream sequence of the last message handled
         self.handled = 0
+        # Messages known to wait after the last one handled (the server's count when that one
+        # was delivered: the rest of a batch in hand included), and an event set after each
+        # slice handled: a service that held the loop a while can let what waits in first.
+        self.behind = 0
+        self.progress = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._nuid = NUID()
 
@@ -108,10 +113,13 @@ class Replay:
                         await self._handle(d)
                         self.last_seq = d.stream_seq
                         self.handled += 1
+                        self.behind = d.pending
                         if d.pending == 0 or d.stream_seq >= start_last:
                             self.caught_up.set()
                         if self.handled % _YIELD_EVERY == 0:
+                            self.progress.set()
                             await asyncio.sleep(0)  # a long batch must not hold up replies and timers
+                    self.progress.set()
             except (ConsumerGone, _Gap) as e:
                 self._bus.log.warning(
                     "replay consumer reset", stream=self.stream, reason=str(e), after_seq=self.last_seq
