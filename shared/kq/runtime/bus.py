@@ -32,6 +32,7 @@ from kq.obs import get_logger, inject_context
 from kq.runtime import consume as _consume
 from kq.runtime import streams
 from kq.runtime.delivery import Delivery
+from kq.runtime.nats_client import LingeringClient
 from kq.runtime.replay import Replay
 
 Payload = bytes | msgspec.Struct
@@ -158,7 +159,7 @@ class Bus:
         async def on_reconnected() -> None:
             log.info("nats reconnected")
 
-        nc = Client()
+        nc = LingeringClient()  # one socket write per linger (nats_client.py)
         try:
             async with asyncio.timeout(connect_timeout_s):  # not wait_for: it may swallow a cancel (kq.clock)
                 await nc.connect(
