@@ -167,6 +167,11 @@ class _Conn(asyncio.Protocol):
         self.close()
 
 
+def _looked_at(fut: asyncio.Future[None]) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
 class Stream(asyncio.Protocol):
     """A streamed answer on a connection of its own: the status line and headers, then the body
     as it comes (`blocks`: whole lines; `read`: all of it). Close it when done."""
@@ -177,6 +182,7 @@ class Stream(asyncio.Protocol):
         self._head: list[tuple[bytes, bytes]] = []
         self._parser = httptools.HttpResponseParser(self)
         self._headers_in: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._headers_in.add_done_callback(_looked_at)  # a failure after `stream` gave up is no news
         self._blocks: deque[bytes] = deque()  # whole lines, not read yet
         self._queued = 0
         self._partial = bytearray()  # the start of a line whose end has not come
