@@ -82,8 +82,8 @@ def missing_sync(partitions: Iterable[Partition]) -> dict[str, list[str]]:
 
 async def publish(bus: Bus, commands: list[Outgoing], events: list[Outgoing]) -> None:
     """Commands first (what changes the world), then the decisions' audit events; each batch
-    concurrently with its PubAcks awaited, so on return both are stored."""
+    at once with its acks awaited (publish_batch: no future per message), so on return both are stored."""
     if commands:
-        await bus.publish_many([OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in commands])
+        await bus.publish_batch([OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in commands])
     if events:
-        await bus.publish_many([OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in events])
+        await bus.publish_batch([OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in events])

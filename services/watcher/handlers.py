@@ -53,6 +53,7 @@ from services.watcher.core.commands import FINISHED, STALE_EPOCH, plan_command, 
 from services.watcher.core.writes import Refusal, Skip
 from services.watcher.events import EventWriter
 from services.watcher.objects import ClusterObjects
+from services.watcher.outcomes import OutcomePublisher
 from services.watcher.write_slots import WriteSlots
 
 _KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
@@ -99,6 +100,7 @@ class CommandExecutor:
         self._note_tasks: set[asyncio.Task[None]] = set()
         self.log = get_logger("kq.watcher.commands", cluster=cluster)
         self.events = EventWriter(client, bus.instance, bus.clock)
+        self._outcomes = OutcomePublisher(bus)  # every group's outcomes in the next publish (outcomes.py)
 
     # --- epochs survive a restart through the outcomes we published ---
 
@@ -319,9 +321,10 @@ class CommandExecutor:
             await asyncio.gather(*(record(note) for note in notes))
 
     async def _report(self, done: list[tuple[Command, CommandOutcome]]) -> None:
-        """Publish outcomes, in order, awaiting the stream's acks (deduplicated by command id)."""
-        await self.bus.publish_many([OutMsg(subjects.outcome_subject(cmd.writer, self.cluster), out, f"out:{cmd.id}")
-                                     for cmd, out in done])
+        """Publish outcomes, in order, awaiting the stream's acks (deduplicated by command id), with
+        those of the groups finishing meanwhile."""
+        await self._outcomes.publish([OutMsg(subjects.outcome_subject(cmd.writer, self.cluster), out, f"out:{cmd.id}")
+                                      for cmd, out in done])
         for cmd, out in done:
             log = self.log.info if out.applied else self.log.warning
             log("command done", id=cmd.id, type=type(cmd).__name__, applied=out.applied, reason=out.reason)

@@ -150,7 +150,7 @@ class MirrorPublisher:
         if not run:
             return
         msgs = [self._out(r) for r in run.values()]
-        await self._retrying(lambda: self._bus.publish_many(msgs))
+        await self._retrying(lambda: self._bus.publish_batch(msgs))
         self.published += len(msgs)
 
     def _out(self, r: Record) -> OutMsg:

@@ -1,5 +1,5 @@
-"""A thin async Kubernetes client: kubernetes-asyncio reads the kubeconfig; kq.http1 carries unary
-requests (a fraction of aiohttp's CPU each), aiohttp carries watches and anything through a proxy.
+"""A thin async Kubernetes client: kubernetes-asyncio reads the kubeconfig; kq.http1 carries requests
+and watches (a fraction of aiohttp's CPU each), aiohttp anything through a proxy.
 
 Bodies travel as raw JSON bytes (decoded by the caller with msgspec into the
 kq.api types), never through kubernetes-asyncio's generated models. Requests go
@@ -39,7 +39,7 @@ from kubernetes_asyncio.config import load_kube_config, load_kube_config_from_di
 from yarl import URL
 
 from kq.api.registry import kind_info
-from kq.http1 import Http1Pool, HttpError
+from kq.http1 import Http1Pool, HttpError, Stream
 
 PatchType = Literal["merge", "json", "strategic"]
 Propagation = Literal["Background", "Foreground", "Orphan"]
@@ -562,6 +562,24 @@ class KubeClient:
             query.append(("allowWatchBookmarks", "true"))
         if label_selector:
             query.append(("labelSelector", label_selector))
+        if self._pool is not None:  # kq.http1: the body read in blocks of whole lines
+            stream = await self._open_stream(path, query)
+            try:
+                blocks = stream.blocks(timeout_s + 30.0)
+                while True:
+                    try:
+                        block = await anext(blocks, None)
+                    except (TimeoutError, OSError) as e:
+                        raise StreamBroken(f"watch {path}: {type(e).__name__}: {e}") from e
+                    except ValueError as e:  # a line beyond the stream's limit, or not HTTP
+                        raise ProtocolError(f"watch {path}: {e}") from e
+                    if block is None:
+                        return
+                    for line in block.split(b"\n"):
+                        if line and not line.isspace():
+                            yield _event(line, path)
+            finally:
+                stream.close()
         # No total timeout: the server ends the watch after timeoutSeconds; guard only against silence.
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=timeout_s + 30.0)
         resp = await self._call("GET", path, query=query, timeout=timeout)
@@ -580,6 +598,25 @@ class KubeClient:
                 yield _event(line, path)
         finally:
             resp.close()
+
+
+    async def _open_stream(self, path: str, query: builtins.list[tuple[str, str]]) -> Stream:
+        """A watch's answer on kq.http1 (a connection of its own), its status checked."""
+        assert self._pool is not None
+        target = self._base_path + path + "?" + urlencode(query)
+        try:
+            stream = await self._pool.stream("GET", target, await self._head("application/json"), self._timeout_s)
+        except HttpError as e:
+            raise Unreachable(f"GET {path}: {e}") from e
+        if 200 <= stream.status < 300:
+            return stream
+        try:
+            body = await stream.read(self._timeout_s)
+        except (TimeoutError, OSError, ValueError) as e:
+            raise Unreachable(f"GET {path}: {stream.status} and the body was cut: {e}") from e
+        finally:
+            stream.close()
+        raise _error_for(stream.status, body, stream.headers, f"GET {path}")
 
 
 def _event(line: bytes, path: str) -> WatchEvent:

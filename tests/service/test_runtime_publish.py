@@ -132,6 +132,16 @@ async def test_publish_batch_stores_every_message_once(bus: Bus) -> None:
     assert [data for _, data in stored] == [f"m{i}".encode() for i in range(300)]
 
 
+async def test_concurrent_batches_share_the_ack_subscription(bus: Bus) -> None:
+    subject = subjects.event_subject("c1", "workload", "ns", "both")
+    a = [OutMsg(subject, f"a{i}".encode(), f"both-a{i}") for i in range(50)]
+    b = [OutMsg(subject, f"b{i}".encode(), f"both-b{i}") for i in range(50)]
+    await asyncio.wait_for(asyncio.gather(bus.publish_batch(a), bus.publish_batch(b)), timeout=10)
+    stored = sorted(data for _, data in await _stream_msgs(bus, subjects.EVENTS_STREAM, subject))
+    assert stored == sorted(m.payload for m in a + b)  # type: ignore[type-var]  # all bytes here
+    assert not bus._batches  # each batch's entry left with it
+
+
 async def test_publish_batch_retries_what_the_stream_refused(bus: Bus) -> None:
     # Not in any stream: no ack comes (no responders), so each is published again the careful way,
     # which then fails loudly instead of being dropped.

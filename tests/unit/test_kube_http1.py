@@ -210,3 +210,70 @@ async def test_a_connection_closed_mid_body_is_an_error_not_a_retry() -> None:
             await p.request("GET", "/x", HEAD, None, 5)
         assert seen == [1]
         p.close()
+
+
+@asynccontextmanager
+async def streaming(parts: list[bytes], *, then_close: bool = True) -> AsyncIterator[int]:
+    """A server that answers the first request with `parts`, each written apart; then closes the
+    connection (or keeps it open, silent)."""
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await reader.readuntil(b"\r\n\r\n")
+            for part in parts:
+                writer.write(part)
+                await writer.drain()
+                await asyncio.sleep(0.01)
+            if not then_close:
+                await asyncio.sleep(30)
+        finally:
+            writer.close()
+
+    srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield srv.sockets[0].getsockname()[1]
+    finally:
+        srv.close()
+        await srv.wait_closed()
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n" % len(data) + data + b"\r\n"
+
+
+async def test_a_stream_comes_in_blocks_of_whole_lines() -> None:
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    parts = [head, _chunk(b'{"a":1}\n{"b'), _chunk(b'":2}\n'), _chunk(b'{"c":3}\n{"d":4}\n{"e"'), _chunk(b":5}"),
+             b"0\r\n\r\n"]
+    async with streaming(parts) as port:
+        s = await pool(port).stream("GET", "/w?watch=true", HEAD, 5)
+        assert s.status == 200
+        blocks = [b async for b in s.blocks(5)]
+        s.close()
+    assert all(b.endswith(b"\n") for b in blocks[:-1])
+    assert b"".join(blocks).split(b"\n") == [b'{"a":1}', b'{"b":2}', b'{"c":3}', b'{"d":4}', b'{"e":5}']
+
+
+async def test_a_stream_cut_mid_body_is_an_error_and_a_silent_one_times_out() -> None:
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    async with streaming([head, _chunk(b'{"a":1}\n')]) as port:
+        s = await pool(port).stream("GET", "/w", HEAD, 5)
+        got = []
+        with pytest.raises(ConnectionResetError):
+            async for b in s.blocks(5):
+                got.append(b)
+        assert got == [b'{"a":1}\n']
+    async with streaming([head, _chunk(b'{"a":1}\n')], then_close=False) as port:
+        s = await pool(port).stream("GET", "/w", HEAD, 5)
+        with pytest.raises(TimeoutError):
+            async for _ in s.blocks(0.3):
+                pass
+        s.close()
+
+
+async def test_a_stream_answered_with_an_error_is_read_whole() -> None:
+    answer = b"HTTP/1.1 410 Gone\r\nContent-Length: 12\r\nRetry-After: 3\r\n\r\n{\"code\":410}"
+    async with streaming([answer], then_close=False) as port:
+        s = await pool(port).stream("GET", "/w", HEAD, 5)
+        assert (s.status, s.headers["Retry-After"]) == (410, "3")
+        assert await s.read(5) == b'{"code":410}'
+        s.close()

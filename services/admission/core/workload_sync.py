@@ -130,6 +130,14 @@ def admission_applied(p: Parts, key: str, resource_version: str) -> None:
     info = p.book.reserved.get(key)
     if info is not None and info.assumed and resource_version.isdigit():
         info.applied_rv = int(resource_version)
+        # The mirror may have shown a newer version before this outcome came (the workload evicted
+        # right after the admission landed): it was kept as older than our write; now it is known
+        # newer, so it stands (else the assumption would hold the quota until the next record).
+        w = p.book.workloads.get(key)
+        seen = _rv(w.resource_version) if w is not None else None
+        if w is not None and seen is not None and seen > info.applied_rv:
+            _sync_reservation(p, w)
+            _sync_pending(p, w)
 
 
 def priority_class_changed(p: Parts, name: str) -> None:

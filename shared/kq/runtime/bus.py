@@ -32,6 +32,7 @@ from kq.obs import get_logger, inject_context
 from kq.runtime import consume as _consume
 from kq.runtime import streams
 from kq.runtime.delivery import Delivery
+from kq.runtime.nats_client import LingeringClient
 from kq.runtime.replay import Replay
 
 Payload = bytes | msgspec.Struct
@@ -49,6 +50,17 @@ _RETRYABLE = (nats.errors.TimeoutError, asyncio.TimeoutError, nats.errors.Connec
               nats.errors.NoRespondersError, nats.js.errors.ServiceUnavailableError,
               # 503 to a publish: no stream leader answers, as while a JetStream cluster elects a new one
               nats.js.errors.NoStreamResponseError)
+
+
+class _AckBatch:
+    """One publish_batch call waiting for its acks."""
+
+    __slots__ = ("pending", "failed", "all_in")
+
+    def __init__(self, n: int, all_in: asyncio.Future[None]) -> None:
+        self.pending = set(range(n))
+        self.failed: list[int] = []
+        self.all_in = all_in
 
 
 class OutMsg(NamedTuple):
@@ -116,6 +128,10 @@ class Bus:
         self.status = "starting"  # reported by the health responder; see mark_ready
         self.metrics = ProcessMetrics()  # this process's Prometheus metrics (served by kq.runtime.http)
         self.log = get_logger("kq.bus", service=name, instance=instance)
+        # publish_batch's acks: one reply subscription, batches by key (see publish_batch)
+        self._acks_prefix = ""
+        self._batches: dict[str, _AckBatch] = {}
+        self._batch_seq = 0
 
     @classmethod
     async def connect(
@@ -143,7 +159,7 @@ class Bus:
         async def on_reconnected() -> None:
             log.info("nats reconnected")
 
-        nc = Client()
+        nc = LingeringClient()  # one socket write per linger (nats_client.py)
         try:
             async with asyncio.timeout(connect_timeout_s):  # not wait_for: it may swallow a cancel (kq.clock)
                 await nc.connect(
@@ -253,39 +269,53 @@ class Bus:
     async def publish_batch(self, msgs: Sequence[OutMsg], *, timeout_s: float | None = None) -> None:
         """Publish many and wait until JetStream has stored every one: the cheap path for bursts.
 
-        One reply subscription per batch instead of a future, a task and a PubAck object per message
-        (publish_async's cost dominates a burst of decisions). A message whose ack does not come, or
-        comes with an error, is published again with `publish` (deduplicated by its msg_id)."""
+        The acks come to one reply subscription that lives as long as the bus (a batch is a dict
+        entry, not a subscription, a future, a task and a PubAck object per message: publish_async's
+        cost dominates a burst of decisions, and a subscription per batch cost a SUB and an UNSUB).
+        A message whose ack does not come, or comes with an error, is published again with
+        `publish` (deduplicated by its msg_id)."""
         if not msgs:
             return
-        inbox = self.nc.new_inbox()
-        pending = set(range(len(msgs)))
-        failed: list[int] = []
-        all_in = asyncio.get_running_loop().create_future()
-
-        async def on_ack(m: Any) -> None:
-            i = int(m.subject.rsplit(".", 1)[1])
-            if i not in pending:
-                return
-            pending.discard(i)
-            if b'"error"' in m.data or b'"stream"' not in m.data:  # an error, or no stream answered (503)
-                failed.append(i)
-            if not pending and not all_in.done():
-                all_in.set_result(None)
-
-        sub = await self.nc.subscribe(f"{inbox}.*", cb=on_ack)
+        prefix = await self._ack_prefix()
+        self._batch_seq += 1
+        batch = _AckBatch(len(msgs), asyncio.get_running_loop().create_future())
+        key = str(self._batch_seq)
+        self._batches[key] = batch
         try:
+            publish = self.nc.publish
             for i, m in enumerate(msgs):
-                await self.nc.publish(m.subject, encode_payload(m.payload), reply=f"{inbox}.{i}",
-                                      headers=self._headers(m.msg_id, m.headers))
+                await publish(m.subject, encode_payload(m.payload), reply=f"{prefix}{key}.{i}",
+                              headers=self._headers(m.msg_id, m.headers))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout_s or self.publish_timeout_s):  # not wait_for: see kq.clock
-                    await asyncio.shield(all_in)
+                    await asyncio.shield(batch.all_in)
         finally:
-            await sub.unsubscribe()
-        for i in sorted(pending | set(failed)):  # no ack (or an error): once more, the careful way
+            del self._batches[key]
+        for i in sorted(batch.pending | set(batch.failed)):  # no ack (or an error): once more, the careful way
             m = msgs[i]
             await self.publish(m.subject, m.payload, msg_id=m.msg_id, headers=m.headers)
+
+    async def _ack_prefix(self) -> str:
+        """The reply subject prefix of publish_batch's acks (subscribed on first use)."""
+        if not self._acks_prefix:
+            prefix = self.nc.new_inbox() + "."
+            await self.nc.subscribe(prefix + "*.*", cb=self._on_batch_ack)  # lives as long as the connection
+            self._acks_prefix = self._acks_prefix or prefix  # (two first calls at once: either serves)
+        return self._acks_prefix
+
+    async def _on_batch_ack(self, m: Any) -> None:
+        _, key, index = m.subject.rsplit(".", 2)
+        batch = self._batches.get(key)
+        if batch is None:
+            return  # a batch that gave up waiting (its message is published again the careful way)
+        i = int(index)
+        if i not in batch.pending:
+            return
+        batch.pending.discard(i)
+        if b'"error"' in m.data or b'"stream"' not in m.data:  # an error, or no stream answered (503)
+            batch.failed.append(i)
+        if not batch.pending and not batch.all_in.done():
+            batch.all_in.set_result(None)
 
     async def schedule(
         self,

@@ -45,6 +45,19 @@ def test_update_after_the_admission_landed_is_authoritative() -> None:
     assert "default/x" in w.state.pending
 
 
+def test_update_after_the_admission_landed_that_came_before_its_outcome_stands() -> None:
+    # Admitted, then evicted at once: the eviction's record overtakes the admission's outcome.
+    w, _d = _one_admission()
+    landed = w._rv + 1
+    w._rv += 1
+    w.update("default/x", priority=1)  # newer than the admission, without one
+    assert w.state.reserved["default/x"].assumed  # not known newer yet
+    w.state.admission_applied("default/x", str(landed))
+    assert "default/x" not in w.state.reserved
+    assert "default/x" in w.state.pending
+    assert w.state.cqs["cq"].node.usage.get(("default", "cpu"), 0) == 0
+
+
 def test_forget_rolls_back_and_requeues() -> None:
     w, d = _one_admission()
     w.state.forget("default/x")
