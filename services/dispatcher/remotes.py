@@ -308,6 +308,13 @@ class RemoteCluster:
             self._index_job(kind, obj)
         return True
 
+    def forget(self, kind: str, namespace: str, name: str) -> None:
+        """Our own delete went through (or found nothing): the object is gone from the view now, not
+        when the watch says so, so a decision in between does not delete it again (a 404 each time).
+        A copy kept by a finalizer comes back with the watch, marked deleted."""
+        table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
+        table.pop((namespace, name), None)
+
     def _newer(self, kind: str, held: Any, resource_version: str) -> bool:
         """Whether an object at this resourceVersion is newer than what the list and watch gave."""
         rv = _rv(resource_version)

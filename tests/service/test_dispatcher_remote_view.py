@@ -112,3 +112,13 @@ async def test_a_view_gone_wrong_is_corrected_by_the_next_resync(
     await eventually(lambda: admitted(remote.workloads.get(("ns", "w4"))) and ("ns", "w5") not in remote.workloads,
                      timeout=10.0, what="the resync corrected the view")
     assert {("ns", "w4"), ("ns", "w5")} <= set().union(*changed)  # and their workloads are reconciled
+
+
+async def test_a_copy_we_deleted_leaves_the_view_at_once_and_comes_back_only_if_the_watch_shows_it(
+        kube: KubeClient, remote: RemoteCluster) -> None:
+    await kube.create("workload", "ns", copy_doc("w6"))
+    await eventually(lambda: ("ns", "w6") in remote.workloads, what="the watch delivered the copy")
+    remote.forget("workload", "ns", "w6")  # the term's delete went through (here the server still has it,
+    assert ("ns", "w6") not in remote.workloads  # as with a finalizer): no decision deletes it twice meanwhile
+    await kube.patch("workload", "ns", "w6", ADMITTED, patch_type="merge", subresource="status")
+    await eventually(lambda: admitted(remote.workloads.get(("ns", "w6"))), what="the watch shows the copy again")
