@@ -222,13 +222,18 @@ class RemoteCluster:
                         continue
                     table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
                     key = (obj.metadata.namespace, obj.metadata.name)
+                    # Only a change of the view is worth a reconcile: the echoes of our own creates
+                    # (remembered) and deletes (forgotten) are not (a third of the reconciles were).
                     if ev.type == "DELETED":
-                        table.pop(key, None)
+                        changed = table.pop(key, None) is not None
                     else:
+                        held = table.get(key)
+                        changed = held is None or held.metadata.resource_version != obj.metadata.resource_version
                         table[key] = obj
                         if kind != "workload":
                             self._index_job(kind, obj)
-                    self.on_change(self.name, self._keys(kind, [obj]))
+                    if changed:
+                        self.on_change(self.name, self._keys(kind, [obj]))
             except Gone:
                 rv = await self._relist(kind)
 

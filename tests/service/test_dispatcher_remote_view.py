@@ -122,3 +122,18 @@ async def test_a_copy_we_deleted_leaves_the_view_at_once_and_comes_back_only_if_
     assert ("ns", "w6") not in remote.workloads  # as with a finalizer): no decision deletes it twice meanwhile
     await kube.patch("workload", "ns", "w6", ADMITTED, patch_type="merge", subresource="status")
     await eventually(lambda: admitted(remote.workloads.get(("ns", "w6"))), what="the watch shows the copy again")
+
+
+async def test_the_echoes_of_our_own_create_and_delete_reconcile_nothing(
+        kube: KubeClient, remote: RemoteCluster, changed: list[set[NsName]]) -> None:
+    answer = await kube.create("workload", "ns", copy_doc("w7"))
+    assert remote.remember("workload", answer)  # the term's create: its answer is in the view first
+    created_rv = int(decode_object("workload", answer).metadata.resource_version)
+    changed.clear()
+    await eventually(lambda: remote._seen.get("workload", 0) >= created_rv, what="the watch passed the creation")
+    await kube.delete("workload", "ns", "w7")
+    remote.forget("workload", "ns", "w7")  # the term's delete went through
+    await kube.create("workload", "ns", copy_doc("w8"))  # a copy created by someone else: a change
+    await eventually(lambda: ("ns", "w8") in remote.workloads, what="the watch delivered w8")
+    assert ("ns", "w7") not in set().union(*changed), changed  # neither echo was a change of the view
+    assert ("ns", "w8") in set().union(*changed)
