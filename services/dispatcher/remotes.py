@@ -222,13 +222,18 @@ class RemoteCluster:
                         continue
                     table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
                     key = (obj.metadata.namespace, obj.metadata.name)
+                    # Only a change of the view is worth a reconcile: the echoes of our own creates
+                    # (remembered) and deletes (forgotten) are not (a third of the reconciles were).
                     if ev.type == "DELETED":
-                        table.pop(key, None)
+                        changed = table.pop(key, None) is not None
                     else:
+                        held = table.get(key)
+                        changed = held is None or held.metadata.resource_version != obj.metadata.resource_version
                         table[key] = obj
                         if kind != "workload":
                             self._index_job(kind, obj)
-                    self.on_change(self.name, self._keys(kind, [obj]))
+                    if changed:
+                        self.on_change(self.name, self._keys(kind, [obj]))
             except Gone:
                 rv = await self._relist(kind)
 
@@ -307,6 +312,13 @@ class RemoteCluster:
         if kind != "workload":
             self._index_job(kind, obj)
         return True
+
+    def forget(self, kind: str, namespace: str, name: str) -> None:
+        """Our own delete went through (or found nothing): the object is gone from the view now, not
+        when the watch says so, so a decision in between does not delete it again (a 404 each time).
+        A copy kept by a finalizer comes back with the watch, marked deleted."""
+        table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
+        table.pop((namespace, name), None)
 
     def _newer(self, kind: str, held: Any, resource_version: str) -> bool:
         """Whether an object at this resourceVersion is newer than what the list and watch gave."""

@@ -139,6 +139,7 @@ class Term:
         self.deleted: dict[NsName, str] = {}  # manager workloads seen deleted -> uid, until their copies are gone
         self.sent: dict[str, float] = {}  # memo of intents sent (see RESEND_AFTER_S) -> when
         self._mk_checks: frozenset[str] = frozenset()  # names of the MultiKueue AdmissionChecks (intake.py)
+        self._checks: dict[str, AdmissionCheck] | None = None  # the AdmissionChecks by name, until one changes
         self._workloads: Replay | None = None  # the Workload/Job replay, once a MultiKueue check exists
         self._tasks: asyncio.TaskGroup | None = None
         self.external = ExternalDoor(bus, self) if core.mode == "External" else None
@@ -171,6 +172,7 @@ class Term:
                 self.mark(owner)
         elif what.kind in ("admissioncheck", "multikueueconfig", "multikueuecluster"):
             if what.kind == "admissioncheck":
+                self._checks = None
                 self._mk_checks = multikueue_checks(self.view.typed_items(self.manager, "admissioncheck"))
                 if self._mk_checks and self._workloads is None and self._tasks is not None:
                     self._tasks.create_task(self._follow_workloads(), name="dispatcher:follow-workloads")
@@ -313,7 +315,9 @@ class Term:
 
     def mk_check(self, wl: Workload) -> tuple[str, tuple[str, ...]] | None:
         """The MultiKueue check on a workload and its config's clusters."""
-        acs: dict[str, AdmissionCheck] = self._typed("admissioncheck")
+        if self._checks is None:  # asked for every reconcile: decoded and sorted once per change
+            self._checks = self._typed("admissioncheck")
+        acs = self._checks
         for st in wl.status.admission_checks:
             ac = acs.get(st.name)
             if ac is None or ac.spec.controller_name != k.MULTIKUEUE_CONTROLLER_NAME or ac.spec.parameters is None:
@@ -521,5 +525,7 @@ class Term:
             if found is not None:
                 with contextlib.suppress(NotFound):
                     await rc.client.delete(found[0], ns, found[1].metadata.name, propagation="Background")
+                rc.forget(found[0], ns, found[1].metadata.name)
             with contextlib.suppress(NotFound):
                 await rc.client.delete("workload", ns, name, propagation="Background")
+            rc.forget("workload", ns, name)

@@ -50,7 +50,7 @@ from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Pla
 from services.watcher.apply import apply_action, read
 from services.watcher.core.authority import refuse_writer
 from services.watcher.core.commands import FINISHED, STALE_EPOCH, plan_command, target_ref
-from services.watcher.core.writes import Refusal, Skip
+from services.watcher.core.writes import Delete, Refusal, Skip, Write
 from services.watcher.events import EventWriter
 from services.watcher.objects import ClusterObjects
 from services.watcher.outcomes import OutcomePublisher
@@ -369,7 +369,13 @@ class CommandExecutor:
                     # copy the watch has not brought yet (a 409 and a GET). Older echoes are ignored;
                     # an object deleted while we waited for the answer stays deleted.
                     self.objects.put(kind, current)
-            except (Conflict, NotFound):
+            except NotFound:
+                # The server's word that no object of this name exists, so none of the command's uid:
+                # a GET would only say so again (it was ~0.7 reads a MultiKueue job, for copies the
+                # dispatcher deleted while their admission was on its way).
+                gone = isinstance(plan, (Write, Delete)) and bool(getattr(cmd, "uid", ""))
+                current, fresh = (None if gone else await self._read(kind, ns, name)), True
+            except Conflict:
                 current, fresh = await self._read(kind, ns, name), True
             except (BadRequest, Forbidden) as e:
                 return self._outcome(cmd, False, "Rejected" if isinstance(e, BadRequest) else "Forbidden", rv)

@@ -112,3 +112,28 @@ async def test_a_view_gone_wrong_is_corrected_by_the_next_resync(
     await eventually(lambda: admitted(remote.workloads.get(("ns", "w4"))) and ("ns", "w5") not in remote.workloads,
                      timeout=10.0, what="the resync corrected the view")
     assert {("ns", "w4"), ("ns", "w5")} <= set().union(*changed)  # and their workloads are reconciled
+
+
+async def test_a_copy_we_deleted_leaves_the_view_at_once_and_comes_back_only_if_the_watch_shows_it(
+        kube: KubeClient, remote: RemoteCluster) -> None:
+    await kube.create("workload", "ns", copy_doc("w6"))
+    await eventually(lambda: ("ns", "w6") in remote.workloads, what="the watch delivered the copy")
+    remote.forget("workload", "ns", "w6")  # the term's delete went through (here the server still has it,
+    assert ("ns", "w6") not in remote.workloads  # as with a finalizer): no decision deletes it twice meanwhile
+    await kube.patch("workload", "ns", "w6", ADMITTED, patch_type="merge", subresource="status")
+    await eventually(lambda: admitted(remote.workloads.get(("ns", "w6"))), what="the watch shows the copy again")
+
+
+async def test_the_echoes_of_our_own_create_and_delete_reconcile_nothing(
+        kube: KubeClient, remote: RemoteCluster, changed: list[set[NsName]]) -> None:
+    answer = await kube.create("workload", "ns", copy_doc("w7"))
+    assert remote.remember("workload", answer)  # the term's create: its answer is in the view first
+    created_rv = int(decode_object("workload", answer).metadata.resource_version)
+    changed.clear()
+    await eventually(lambda: remote._seen.get("workload", 0) >= created_rv, what="the watch passed the creation")
+    await kube.delete("workload", "ns", "w7")
+    remote.forget("workload", "ns", "w7")  # the term's delete went through
+    await kube.create("workload", "ns", copy_doc("w8"))  # a copy created by someone else: a change
+    await eventually(lambda: ("ns", "w8") in remote.workloads, what="the watch delivered w8")
+    assert ("ns", "w7") not in set().union(*changed), changed  # neither echo was a change of the view
+    assert ("ns", "w8") in set().union(*changed)

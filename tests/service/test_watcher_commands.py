@@ -185,3 +185,29 @@ async def test_a_pending_reason_already_written_is_concluded_on_the_cache(
         assert gets == [], gets
         assert (await read_typed(kube, "workload", "demo", "w1")).metadata.resource_version == \
             written.metadata.resource_version
+
+
+async def test_a_write_answered_not_found_is_refused_without_a_read(
+        bus: Bus, sim: KubeSim, kube: KubeClient, world: Workload, tmp_path: Path) -> None:
+    """A 404 to a write is the server's word that no object of that name, hence of the command's
+    uid, exists: refused NotFound at once (MultiKueue copies deleted while their admission was on its way)."""
+    async with Outcomes(bus, "admission", C) as outcomes, running_watcher(bus, sim, tmp_path, [C]) as watchers:
+        client = watchers[0].client
+        gets: list[str] = []
+        real_get, real_patch = client.get, client.patch
+
+        async def counted_get(kind: str, namespace: str | None, name: str) -> bytes | None:
+            gets.append(f"{kind} {namespace}/{name}")
+            return await real_get(kind, namespace, name)
+
+        async def patch_after_delete(kind: str, namespace: str | None, name: str, *args, **kwargs) -> bytes:
+            await kube.delete(kind, namespace, name)  # deleted after the plan, before the write lands
+            return await real_patch(kind, namespace, name, *args, **kwargs)
+
+        await eventually(lambda: watchers[0].objects.get("workload", "demo", "w1"), what="the cache holds w1")
+        client.get = counted_get  # type: ignore[method-assign]  # counting the watcher's reads
+        client.patch = patch_after_delete  # type: ignore[method-assign]
+        await send(bus, admit(world, "a404"))
+        out = await outcome(outcomes, "a404")
+        assert (out.applied, out.reason) == (False, "NotFound")
+        assert gets == [], gets
