@@ -6,18 +6,33 @@ answer completes the admission, names victims to preempt, or says no room.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from . import placements as tas
 from . import workload_sync as ws
-from .decisions import PlacementRequest
+from .decisions import AdmissionDecision, PlacementRequest, PreemptionDecision
 from .entry import Entry, EntryState
+from .parts import Parts
 from .preemption import Target
 from .preemption_issue import issue_preemptions
 from .quota import FR
+from .runtime import ClusterQueueRuntime
+from .snapshot import Snapshot
+from .workloads import ReservedInfo
 
-if TYPE_CHECKING:
-    from .cycle import Cycle
+
+class Cycle(Protocol):
+    """What a placement needs of the cycle it runs in (the cycle imports this module, so the
+    dependency is named here rather than imported back)."""
+
+    p: Parts
+    now: float
+    snap: Snapshot
+    preemptions: list[PreemptionDecision]
+
+    def decision(self, e: Entry) -> AdmissionDecision: ...
+    def preempt(self, info: ReservedInfo) -> None: ...
+    def reserve(self, cq: ClusterQueueRuntime, usage: dict[FR, int]) -> None: ...
 
 
 def placed(cycle: Cycle, e: Entry, usage: dict[FR, int]) -> bool:
