@@ -12,6 +12,9 @@
   other holder can have held it since our last write, we write it again with the same epoch
   (see `_retake`) instead of losing the term.
 - standby: polls until the key is free, then acquires with a higher epoch.
+- renewals on a connection of their own (`own_connection`): nats-py handles one connection's
+  messages in order, so on the shared one a renewal's ack waited behind a rebuild's replay
+  batches (thousands of messages) and the lease lapsed during the rebuild it was held for.
 
 nats-py's KeyValue.update() cannot carry a TTL, so we publish to the bucket's
 subjects ourselves; the values stay readable with the ordinary KV API.
@@ -21,18 +24,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import msgspec
+import nats
 import nats.errors
 from nats.js.errors import APIError, NotFoundError
 
 from kq import subjects
 from kq.clock import SYSTEM_CLOCK, Clock
+from kq.runtime.bus import connect_options
 from kq.runtime.streams import LEASE_BUCKET_MAX_AGE_S, LEASE_PREFIX, LEASE_STREAM
 
 if TYPE_CHECKING:
+    from nats.js import JetStreamContext
+
     from kq.runtime.bus import Bus
 
 _EXPECTED_LAST_SUBJECT_SEQ = "Nats-Expected-Last-Subject-Sequence"
@@ -93,6 +101,7 @@ class Lease:
         renew_interval: float | None = None,
         poll_interval: float | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        own_connection: bool = False,
     ) -> None:
         if not isinstance(ttl, int) or ttl < 1 or ttl * 2 > LEASE_BUCKET_MAX_AGE_S:
             raise ValueError(f"lease ttl must be whole seconds in [1, {int(LEASE_BUCKET_MAX_AGE_S // 2)}], got {ttl!r}")
@@ -110,6 +119,12 @@ class Lease:
         self.epoch: int | None = None
         self.revision = 0
         self.lost = asyncio.Event()
+        self.own_connection = own_connection  # keep_alive renews on a NATS connection of its own
+        self._renewing_js: JetStreamContext | None = None  # that connection's, while keep_alive runs
+
+    @property
+    def _js(self) -> JetStreamContext:
+        return self._renewing_js or self._bus.js
 
     # -- state -------------------------------------------------------------------------------
 
@@ -124,7 +139,7 @@ class Lease:
     async def _last(self) -> tuple[int, LeaseValue | None]:
         """Revision of the key's last message (0 if none) and its value (None if free/deleted)."""
         try:
-            raw = await self._bus.js.get_msg(LEASE_STREAM, subject=self.subject, direct=True)
+            raw = await self._js.get_msg(LEASE_STREAM, subject=self.subject, direct=True)
         except NotFoundError:
             return 0, None
         headers = raw.headers or {}
@@ -141,7 +156,7 @@ class Lease:
         """Conditional write with TTL; the new revision, or None when the expectation failed."""
         headers = {_EXPECTED_LAST_SUBJECT_SEQ: str(expected), _TTL: f"{self.ttl}s"}
         try:
-            ack = await self._bus.js.publish(self.subject, self._value(epoch), headers=headers)
+            ack = await self._js.publish(self.subject, self._value(epoch), headers=headers)
         except APIError as e:
             if e.err_code in _WRONG_LAST_SEQUENCE:
                 return None
@@ -252,7 +267,7 @@ class Lease:
         seq = revision + 1
         while True:
             try:
-                raw = await self._bus.js.get_msg(LEASE_STREAM, seq=seq, subject=self.subject, next=True, direct=True)
+                raw = await self._js.get_msg(LEASE_STREAM, seq=seq, subject=self.subject, next=True, direct=True)
             except NotFoundError:
                 return None
             seq = int(raw.seq or seq) + 1
@@ -274,11 +289,42 @@ class Lease:
 
     async def keep_alive(self) -> None:
         """Renew until the lease is lost (then return, with `lost` set)."""
-        while not self.lost.is_set():
-            await self.clock.sleep(self.window.next_renewal_in(self.clock.monotonic()))
-            if not await self.renew() or not self.window.valid(self.clock.monotonic()):
-                self._lose("lease expired before renewal")
-                return
+        async with self._renewal_connection():
+            while not self.lost.is_set():
+                await self.clock.sleep(self.window.next_renewal_in(self.clock.monotonic()))
+                if not await self.renew() or not self.window.valid(self.clock.monotonic()):
+                    self._lose("lease expired before renewal")
+                    return
+
+    @contextlib.asynccontextmanager
+    async def _renewal_connection(self) -> AsyncIterator[None]:
+        """With `own_connection`, renewals go on a connection of their own (as the topology
+        solver's requests do): their acks do not queue behind the holder's other traffic. If it
+        cannot be opened within the renewal interval, the shared one serves (as without)."""
+        if not self.own_connection:
+            yield
+            return
+        bus = self._bus
+        nc = nats.NATS()
+        try:
+            async with asyncio.timeout(self.renew_interval):
+                await nc.connect(bus.config.servers(), name=f"{bus.name}-{bus.instance}-lease",
+                                 max_reconnect_attempts=-1, reconnect_time_wait=1,
+                                 **connect_options(bus.config, bus.name))
+        except (TimeoutError, OSError, nats.errors.Error) as e:
+            bus.log.warning("lease renewals on the shared connection (their own not opened)", key=self.key,
+                            error=repr(e))
+            with contextlib.suppress(Exception):
+                await nc.close()
+            yield
+            return
+        self._renewing_js = nc.jetstream(timeout=bus.publish_timeout_s)
+        try:
+            yield
+        finally:
+            self._renewing_js = None
+            with contextlib.suppress(Exception):
+                await nc.close()
 
     async def release(self) -> None:
         """Give the lease up now (a delete marker at our revision) so a standby need not wait the TTL."""
@@ -292,4 +338,4 @@ class Lease:
     async def _delete(self) -> None:
         headers = {_EXPECTED_LAST_SUBJECT_SEQ: str(self.revision), _KV_OP: "DEL"}
         with contextlib.suppress(APIError, nats.errors.Error):  # someone else has it already, or it will expire
-            await self._bus.js.publish(self.subject, b"", headers=headers)
+            await self._js.publish(self.subject, b"", headers=headers)
