@@ -1,12 +1,14 @@
-"""Lease renewals on a connection of their own (kq.runtime.lease, `own_connection`), on a real
-nats-server: a holder whose shared connection is stalled (as behind a rebuild's replay batches,
-nats-py handling one connection's messages in order) keeps its lease; on the shared connection
-it loses it; a holder that stops renewing loses it to a standby either way."""
+"""Lease renewals on a thread and connection of their own (kq.runtime.lease, `own_connection`),
+on a real nats-server: a holder whose loop runs a long synchronous stretch (as admission's first
+round after a 100,000-workload rebuild), or whose shared connection is stalled, keeps its lease;
+renewing on its loop it loses it; a wedged loop or a holder that stops renewing loses it to a
+standby."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -18,8 +20,14 @@ from kq.runtime import Bus, Lease
 pytestmark = pytest.mark.timeout(40)
 
 
-def lease(bus: Bus, holder: str, *, own: bool) -> Lease:
-    return Lease(bus, "admission", "own", holder, ttl=1, poll_interval=0.05, own_connection=own)
+def lease(bus: Bus, holder: str, *, own: bool, ttl: int = 1, stall_limit_s: float | None = None) -> Lease:
+    return Lease(bus, "admission", "own", holder, ttl=ttl, poll_interval=0.05, own_connection=own,
+                 stall_limit_s=stall_limit_s)
+
+
+def synchronous_stretch(seconds: float) -> None:
+    """The holder's loop runs nothing meanwhile (the work it stands for: a decision round's CPU)."""
+    time.sleep(seconds)
 
 
 @pytest.fixture
@@ -94,4 +102,54 @@ async def test_a_holder_that_stops_renewing_loses_the_lease_to_a_standby(bus: Bu
     assert await b.acquire(timeout=10) > epoch
     assert not await a.renew()  # another holder wrote it: refused
     assert a.lost.is_set()
+    await b.release()
+
+
+async def test_a_long_synchronous_stretch_keeps_the_lease_renewed_on_its_thread(bus: Bus, observer: Bus) -> None:
+    a = lease(bus, "a", own=True, ttl=2)
+    epoch = await a.acquire(timeout=5)
+    keeper = asyncio.create_task(a.keep_alive())
+    try:
+        await eventually(lambda: _renewed(a, observer, epoch + 1), timeout=10, what="a first renewal")
+        before = a.revision
+        synchronous_stretch(4.5)  # more than two TTLs: on the holder's loop no re-take could save it
+        assert a.revision >= before + 3  # renewed meanwhile, by its thread
+        assert a.is_held() and not a.lost.is_set() and not keeper.done() and a.epoch == epoch
+        assert not await lease(observer, "b", own=False).try_acquire()
+    finally:
+        keeper.cancel()
+        await asyncio.gather(keeper, return_exceptions=True)
+    await a.release()
+    assert await lease(observer, "b", own=False).try_acquire()  # released at once, as before
+
+
+async def test_the_same_stretch_loses_the_lease_renewed_on_the_holders_loop(bus: Bus, observer: Bus) -> None:
+    """The counterpart: the stretch above is long enough to lose a lease renewed on the loop."""
+    a = lease(bus, "a", own=False, ttl=2)
+    epoch = await a.acquire(timeout=5)
+    keeper = asyncio.create_task(a.keep_alive())
+    try:
+        await eventually(lambda: _renewed(a, observer, epoch + 1), timeout=10, what="a first renewal")
+        synchronous_stretch(4.5)
+        await asyncio.wait_for(keeper, timeout=20)
+        assert a.lost.is_set() and not a.is_held()
+    finally:
+        keeper.cancel()
+        await asyncio.gather(keeper, return_exceptions=True)
+
+
+async def test_a_wedged_holder_loop_stops_the_renewals_and_loses_the_lease(bus: Bus, observer: Bus) -> None:
+    a = lease(bus, "a", own=True, stall_limit_s=1.5)
+    epoch = await a.acquire(timeout=5)
+    keeper = asyncio.create_task(a.keep_alive())
+    try:
+        await eventually(lambda: _renewed(a, observer, epoch + 1), timeout=10, what="a first renewal")
+        synchronous_stretch(3.5)  # past the stall limit and the TTL: the thread let the lease lapse
+        await asyncio.wait_for(keeper, timeout=20)
+        assert a.lost.is_set() and not a.is_held()
+    finally:
+        keeper.cancel()
+        await asyncio.gather(keeper, return_exceptions=True)
+    b = lease(observer, "b", own=False)
+    assert await b.acquire(timeout=10) > epoch
     await b.release()
