@@ -47,10 +47,6 @@ from services.admission.visibility import serving_visibility
 T = TypeVar("T")
 
 
-# The rebuilt mirror is long-lived: kept out of the collector's full walks while it is replayed
-# (kq.runtime.replay): they blocked the loop for seconds at 100,000 workloads and the lease lapsed.
-REBUILD_FREEZE_EVERY = 5_000
-
 # The `admission.term:` section of kq's config file (kq.config.AdmissionTermConfig).
 TermSettings = AdmissionTermConfig
 
@@ -116,7 +112,7 @@ class LeaderTerm:
                                                    self.inputs.on_outcome, deliver="last_per_subject")
         mirror = self.mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters),
                                                self.inputs.on_object, deliver="last_per_subject",
-                                               batch=self.settings.replay_batch, freeze_every=REBUILD_FREEZE_EVERY)
+                                               batch=self.settings.replay_batch)
         t0 = self.clock.monotonic()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(outcomes.run(), name="admission:outcomes")

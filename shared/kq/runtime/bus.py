@@ -338,6 +338,5 @@ class Bus:
         *,
         deliver: Literal["all", "last_per_subject"] = "all",
         batch: int = 1000,
-        freeze_every: int = 0,
     ) -> Replay:
-        return Replay(self, stream, filter_subjects, handler, deliver=deliver, batch=batch, freeze_every=freeze_every)
+        return Replay(self, stream, filter_subjects, handler, deliver=deliver, batch=batch)

@@ -47,9 +47,7 @@ async def free_ended_term() -> None:
     an exception's frames) that the cache-heavy collector thresholds (kq.gc_tuning) leave for long:
     a term lost under a 100,000-Job burst let the next term's replay double admission's peak."""
     await asyncio.sleep(0)  # the loop step that ended the term still holds its tasks' gather (and so the term)
-    gc.unfreeze()  # a term's rebuild froze its state (kq.runtime.replay, freeze_every): collectable again
     gc.collect()
-    gc.freeze()  # what outlived the term is the process's own long-lived state (as after start-up)
 
 
 class Backoff:

@@ -7,20 +7,12 @@ the last stream sequence handled, so the handler sees every message once, in ord
 `caught_up` is set once the handler has seen everything that existed at the start:
 when a handled message says nothing is pending, or its stream sequence reached the
 stream's last sequence at the start, or at once if nothing matched.
-
-`freeze_every`: what the handler keeps is long-lived (a term's rebuilt state). Until caught up,
-every that many messages (and once at catch-up) what exists is moved out of the cyclic
-collector's walks (gc.freeze). Without it a growing heap was walked whole by each full
-collection, every 25 % of growth: at 100,000 workloads seconds with the loop blocked (tens of
-seconds on a loaded machine), and the holder's lease lapsed in the rebuild it was held for.
-`kq.runtime.leadership.free_ended_term` gives a term's frozen objects back to the collector.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -59,7 +51,6 @@ class Replay:
         *,
         deliver: Literal["all", "last_per_subject"] = "all",
         batch: int = 1000,
-        freeze_every: int = 0,
     ) -> None:
         fs = [filter_subjects] if isinstance(filter_subjects, str) else list(filter_subjects)
         if not fs or not all(fs):
@@ -72,7 +63,6 @@ class Replay:
         self._handler = handler
         self._deliver = deliver
         self._batch = batch
-        self._freeze_every = freeze_every
         self.caught_up = asyncio.Event()
         self.last_seq = 0  # stream sequence of the last message handled
         self.handled = 0
@@ -104,8 +94,8 @@ class Replay:
         while True:
             cfg = self._consumer_config()
             info = await create_consumer(js, self.stream, cfg)
-            if info.num_pending == 0 and not self.caught_up.is_set():
-                self._rebuilding(True)
+            if info.num_pending == 0:
+                self.caught_up.set()
             pull = PullStream(self._bus.nc, self.stream, cfg.name or "", batch=self._batch)
             await pull.start()
             expected = 1
@@ -118,8 +108,8 @@ class Replay:
                         await self._handle(d)
                         self.last_seq = d.stream_seq
                         self.handled += 1
-                        if not self.caught_up.is_set():
-                            self._rebuilding(d.pending == 0 or d.stream_seq >= start_last)
+                        if d.pending == 0 or d.stream_seq >= start_last:
+                            self.caught_up.set()
                         if self.handled % _YIELD_EVERY == 0:
                             await asyncio.sleep(0)  # a long batch must not hold up replies and timers
             except (ConsumerGone, _Gap) as e:
@@ -130,13 +120,6 @@ class Replay:
                 await pull.stop(nak_buffered=False)
                 with contextlib.suppress(Exception):  # already gone, or the connection is closing
                     await js.delete_consumer(self.stream, cfg.name or "")
-
-    def _rebuilding(self, done: bool) -> None:
-        """A message handled before catching up (`done`: the last of them)."""
-        if self._freeze_every and (done or self.handled % self._freeze_every == 0):
-            gc.freeze()  # O(1): the generations' lists are moved to the permanent one
-        if done:
-            self.caught_up.set()
 
     async def _handle(self, d: Delivery) -> None:
         """Ordered: a temporary failure is retried in place; a permanent one is dead-lettered and skipped.
