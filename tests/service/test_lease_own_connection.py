@@ -116,6 +116,8 @@ async def test_a_long_synchronous_stretch_keeps_the_lease_renewed_on_its_thread(
         assert a.revision >= before + 3  # renewed meanwhile, by its thread
         assert a.is_held() and not a.lost.is_set() and not keeper.done() and a.epoch == epoch
         assert not await lease(observer, "b", own=False).try_acquire()
+        current = await a.current()  # the holder's own reads, on its loop, use the bus's connection
+        assert current is not None and current[1].holder == "a"
     finally:
         keeper.cancel()
         await asyncio.gather(keeper, return_exceptions=True)

@@ -131,12 +131,16 @@ class Lease:
         self.own_connection = own_connection  # keep_alive renews on a thread and NATS connection of its own
         self.stall_limit_s = stall_limit_s if stall_limit_s is not None else _STALL_LIMIT_TTLS * ttl
         self._renewing_js: JetStreamContext | None = None  # that connection's, while keep_alive runs
+        self._renewing_thread = 0  # the thread that may use it
         self._holder_loop: asyncio.AbstractEventLoop | None = None  # while renewals run on a thread
         self._gone = False  # lost, as the renewal thread knows it (`lost` is set on the holder's loop)
 
     @property
     def _js(self) -> JetStreamContext:
-        return self._renewing_js or self._bus.js
+        """The renewal thread's own connection on that thread, the bus's anywhere else."""
+        if self._renewing_js is not None and threading.get_ident() == self._renewing_thread:
+            return self._renewing_js
+        return self._bus.js
 
     # -- state -------------------------------------------------------------------------------
 
@@ -402,7 +406,7 @@ class Lease:
                 if not self.window.valid(self.clock.monotonic()):
                     self._lose(f"no connection for renewals: {e!r}")
                     raise asyncio.CancelledError from e
-        self._renewing_js = nc.jetstream(timeout=bus.publish_timeout_s)
+        self._renewing_js, self._renewing_thread = nc.jetstream(timeout=bus.publish_timeout_s), threading.get_ident()
         try:
             yield
         finally:
