@@ -52,7 +52,8 @@ async def main(bus: Bus, config: Config, settings: AdmissionSettings | None = No
         check_sharding(settings, sched)
         await Replica(bus, clusters, sched, settings, config.instance, holder).run()
         return
-    lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s, clock=bus.clock)
+    lease = Lease(bus, SERVICE, settings.lease_partition, holder, ttl=settings.lease_ttl_s, clock=bus.clock,
+                  own_connection=True)  # renewals must not queue behind the rebuild (kq.runtime.lease)
 
     async def term(epoch: int) -> None:
         bus.metrics.role = "leader"

@@ -58,7 +58,7 @@ class Replica:
         self.board = Board(bus, settings.replica_ttl_s)
         self.held: dict[int, asyncio.Task[None]] = {}  # slot -> its holder task (lease + term)
         self.leases = {s: Lease(bus, SERVICE, f"{settings.lease_partition}-{s}", holder, ttl=settings.lease_ttl_s,
-                                clock=bus.clock) for s in range(self.shards)}
+                                clock=bus.clock, own_connection=True) for s in range(self.shards)}
         self.not_before: dict[int, float] = {}  # slot -> when to stand again after its term failed
         self.backoff = {s: Backoff(settings.restart_backoff_s, settings.restart_backoff_max_s)
                         for s in range(self.shards)}
