@@ -37,18 +37,27 @@ def pending_workloads(state: SchedulerState, req: PendingWorkloadsRequest) -> Pe
         cq = lq.spec.cluster_queue
     if cq not in state.cqs:
         return None if lq_key is None else PendingWorkloadsSummary()
+    # Only the requested page is built: a client paging through 100,000 pending workloads asks
+    # for every page, and building all of them for each page held admission's loop for seconds.
     items: list[PendingWorkload] = []
     in_lq: dict[str, int] = {}
+    end = req.offset + req.limit
+    matched = 0
     for pos, info in enumerate(_ordered(state, cq)):
+        if matched >= end:
+            break
         wl = info.wl
         key = f"{wl.namespace}/{wl.queue_name}"
         lq_pos = in_lq.get(key, 0)
         in_lq[key] = lq_pos + 1
         if lq_key is not None and key != lq_key:
             continue
+        matched += 1
+        if matched <= req.offset:
+            continue
         items.append(PendingWorkload(
             metadata=PendingWorkloadMeta(name=wl.name, namespace=wl.namespace,
                                          creation_timestamp=_time(wl.creation_time)),
             priority=info.priority, local_queue_name=wl.queue_name, position_in_cluster_queue=pos,
             position_in_local_queue=lq_pos))
-    return PendingWorkloadsSummary(items=tuple(items[req.offset:req.offset + req.limit]))
+    return PendingWorkloadsSummary(items=tuple(items))
