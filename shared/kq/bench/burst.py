@@ -34,11 +34,11 @@ from nats.js import JetStreamContext, api
 from kq import subjects
 from kq.api.constants import QUEUE_NAME_LABEL
 from kq.bench.burst_ledger import WorkloadLedger
-from kq.bench.live import BenchRunError, _check_stack, _stack_processes
+from kq.bench.live import BenchRunError, _check_stack, _stack_processes, create_retrying
 from kq.bench.metrics import ProcessStats, RunLog
 from kq.bench.procstats import process_stats
 from kq.bench.runner import watch_kind
-from kq.kube import AlreadyExists, KubeClient, ServerError, Throttled, Unreachable, retry_delay
+from kq.kube import KubeClient
 from kq.stack import Stack, StackError
 from kq.visibility import PendingWorkloadsRequest, answer_decoder
 
@@ -48,7 +48,6 @@ QUEUE = "burst"
 FLAVOR = "default"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 PROGRESS_EVERY_S = 5.0
-_CREATE_TRIES = 10
 KUBESIM_HISTORY = 100_000  # the watch window kubesim keeps (its default is 10,000)
 
 Say = Callable[[str], None]
@@ -118,23 +117,8 @@ def job_body(i: int, runtime: str) -> dict[str, Any]:
 
 
 async def _create_dict(client: KubeClient, obj: dict[str, Any]) -> None:
-    """Create, retrying what is transient (as kq.bench.live does); AlreadyExists after a retry means
-    the first try landed."""
     meta = obj["metadata"]
-    for attempt in range(_CREATE_TRIES):
-        try:
-            await client.create(obj["kind"].lower(), meta.get("namespace"), obj)
-            return
-        except AlreadyExists:
-            if attempt > 0:
-                return
-            raise
-        except Throttled as e:
-            await asyncio.sleep(retry_delay(e, 0.0))
-        except (ServerError, Unreachable):
-            await asyncio.sleep(0.2 * (attempt + 1))
-    raise BenchRunError(f"could not create {obj['kind']} {meta.get('namespace')}/{meta['name']} "
-                        f"after {_CREATE_TRIES} tries")
+    await create_retrying(client, obj["kind"].lower(), meta.get("namespace"), meta["name"], obj)
 
 
 async def count_subjects(js: JetStreamContext, stream: str, filter_subject: str, *, last_per_subject: bool) -> int:

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -56,12 +57,11 @@ def _kind(obj: msgspec.Struct) -> str:
     return str(getattr(obj, "kind")).lower()  # noqa: B009 - setup objects are plain msgspec.Structs; each has kind and metadata
 
 
-async def _create(client: KubeClient, obj: msgspec.Struct) -> None:
+async def create_retrying(client: KubeClient, kind: str, namespace: str | None, name: str, body: Any) -> None:
     """Create, retrying what is transient; AlreadyExists after a retry means the first try landed."""
-    meta = getattr(obj, "metadata")  # noqa: B009 - setup objects are plain msgspec.Structs; each has kind and metadata
     for attempt in range(_CREATE_TRIES):
         try:
-            await client.create(_kind(obj), meta.namespace or None, obj)
+            await client.create(kind, namespace, body)
             return
         except AlreadyExists:
             if attempt > 0:
@@ -71,8 +71,12 @@ async def _create(client: KubeClient, obj: msgspec.Struct) -> None:
             await asyncio.sleep(retry_delay(e, 0.0))
         except (ServerError, Unreachable):
             await asyncio.sleep(_RETRY_S * (attempt + 1))
-    raise BenchRunError(f"could not create {_kind(obj)} {meta.namespace}/{meta.name} "
-                        f"after {_CREATE_TRIES} tries")
+    raise BenchRunError(f"could not create {kind} {namespace}/{name} after {_CREATE_TRIES} tries")
+
+
+async def _create(client: KubeClient, obj: msgspec.Struct) -> None:
+    meta = getattr(obj, "metadata")  # noqa: B009 - setup objects are plain msgspec.Structs; each has kind and metadata
+    await create_retrying(client, _kind(obj), meta.namespace or None, meta.name, obj)
 
 
 async def _setup(client: KubeClient, plan: BenchPlan, concurrency: int) -> None:
