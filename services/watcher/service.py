@@ -113,6 +113,7 @@ class ClusterWatcher:
                     command_durable(self.cluster), subjects.COMMANDS_STREAM, subjects.command_filter(self.cluster),
                     self.commands.handle_batch, batch=self.settings.command_batch,
                     pipeline=self.settings.command_pipeline,
+                    window=self.settings.command_window,
                 ),
                 name=f"commands:{self.cluster}",
             )

@@ -151,6 +151,7 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     command_batch: int = 16  # small: a batch waiting for one background write holds little pipeline room
     command_concurrency: int = 64  # objects whose commands are applied at once
     command_pipeline: int = 64  # command batches handled at once (a slow object does not hold up the next)
+    command_window: int = 256  # commands asked of the stream ahead (a window of one batch: a round trip per 8)
     max_replans: int = 10  # 409 -> re-read -> re-plan rounds for one command before naking it
     job_workers: int = 8  # Kueue: controller.groupKindConcurrency["Job.batch"]
     max_job_steps: int = 8  # writes in a row for one job before re-queueing it
@@ -166,8 +167,8 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
         if unknown:
             raise ValueError(f"skipKinds: unknown kind {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         _positive(self, "publish_batch", "publish_queue", "watch_timeout_s", "retry_base_s", "retry_max_s",
-                  "command_batch", "command_concurrency", "command_pipeline", "max_replans", "job_workers",
-                  "max_job_steps")
+                  "command_batch", "command_concurrency", "command_pipeline", "command_window", "max_replans",
+                  "job_workers", "max_job_steps")
 
     def mirrored_kinds(self) -> list[str]:
         from kq.api.registry import KINDS

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 import pytest
 from support.tasks import running
@@ -49,3 +50,46 @@ async def test_batches_overlap_only_when_pipelined(bus: Bus, pipeline: int, over
         await eventually(all_acked, timeout=10)
     assert sorted(seen) == [f"m{i}".encode() for i in range(6)]  # each handled once
     assert (most > 1) is overlap
+
+
+@pytest.mark.parametrize("window,ahead", [(None, False), (40, True)], ids=["one-batch", "window-40"])
+async def test_window_asks_the_server_ahead_of_the_handler(bus: Bus, window: int | None, ahead: bool) -> None:
+    """With every pipeline slot held, the consumer has taken from the server up to `window`
+    messages (not one batch beyond what is handled): small batches no longer cost a server round
+    trip per half batch."""
+    release = asyncio.Event()
+    handled = 0
+
+    async def handler_batch(ds: list[Delivery]) -> list[BaseException | None]:
+        nonlocal handled
+        handled += len(ds)
+        with contextlib.suppress(TimeoutError):  # bounded: never hangs
+            await asyncio.wait_for(release.wait(), timeout=20.0)
+        return [None] * len(ds)
+
+    await bus.publish_many([OutMsg(CMD, f"m{i}".encode(), f"w{i}") for i in range(60)])
+
+    async def taken() -> int:
+        return (await bus.js.consumer_info(subjects.COMMANDS_STREAM, "windowed")).num_ack_pending
+
+    async with running(bus.consume_batches("windowed", subjects.COMMANDS_STREAM, CMD, handler_batch,
+                                           batch=4, pipeline=2, window=window)):
+        await eventually(lambda: handled == 8, timeout=10)  # both slots held, 4 each
+        if ahead:
+            await eventually(lambda: _at_least(taken, 40), timeout=10)
+        else:
+            # what is asked is asked as the slots fill: a few round trips let it all arrive
+            for _ in range(5):
+                await bus.nc.flush()
+            assert await taken() <= 8 + 2 * 4  # handled, plus a batch buffered and a batch asked
+        release.set()
+        await eventually(lambda: _at_least(lambda: _acked(bus), 60), timeout=15)
+    assert handled == 60
+
+
+async def _at_least(count: Callable[[], Awaitable[int]], n: int) -> bool:
+    return await count() >= n
+
+
+async def _acked(bus: Bus) -> int:
+    return (await bus.js.consumer_info(subjects.COMMANDS_STREAM, "windowed")).ack_floor.stream_seq
