@@ -164,6 +164,7 @@ class CommandExecutor:
                          if any(not isinstance(cmd, _BACKGROUND) for _, cmd, _ in items)}
         for ref in urgent_groups:
             self._urgent_lined[ref] = self._urgent_lined.get(ref, 0) + 1
+            self._slots.promote(ref)  # the same object's report waiting for a background slot is now in its way
 
         async def run_group(ref: Any, items: list[tuple[int, Command, int]], place: Place[BaseException]) -> None:
             blocked: BaseException | None = None
@@ -177,13 +178,14 @@ class CommandExecutor:
                 writes = blocked is None and not all(skip)
                 # Urgent if it is, or if an urgent group of the same object waits behind it.
                 urgent = ref in urgent_groups or self._urgent_lined.get(ref, 0) > 0
-                async with self._slots.slot(urgent=urgent) if writes else contextlib.nullcontext():
+                async with self._slots.slot(urgent=urgent, key=ref) if writes else contextlib.nullcontext():
                     # (the slot is held for the API writes only, not for publishing outcomes)
                     for (i, cmd, max_epoch), superseded in zip(items, skip, strict=True):
                         if blocked is not None:
                             results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
                             continue
-                        if superseded:
+                        if superseded or (cmd.epoch >= max_epoch
+                                          and self._superseded_since(ref, cmd, deliveries[i].stream_seq)):
                             decided.append((i, cmd, self._outcome(cmd, True, SUPERSEDED, "")))
                             continue
                         seq = deliveries[i].stream_seq
@@ -245,6 +247,17 @@ class CommandExecutor:
             del self._newest[ref]
             return False
         return newest[1] == cmd.writer and newest[2] >= cmd.epoch and newest[3] == getattr(cmd, "uid", "")
+
+    def _superseded_since(self, ref: Any, cmd: Command, seq: int) -> bool:
+        """What arrived while a coalesced command waited for its write slot replaces it whole (as
+        `_superseded`, which already let it run; the newer command's entry stays for it)."""
+        if not isinstance(cmd, _COALESCED):
+            return False
+        if isinstance(cmd, SetWorkloadPending) and self._admit_follows(ref, cmd, seq):
+            return True
+        newest = self._newest.get(ref)
+        return (newest is not None and newest[0] > seq and newest[1] == cmd.writer and newest[2] >= cmd.epoch
+                and newest[3] == getattr(cmd, "uid", ""))
 
     def _admit_follows(self, ref: Any, cmd: SetWorkloadPending, seq: int) -> bool:
         """An admission of the same workload incarnation by the same writer (same or newer epoch) came

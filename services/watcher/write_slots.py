@@ -8,14 +8,25 @@ backlog of reports used to sit in front of admissions and finishes (issue 12: se
 unused per workload on the baseline benchmark); now it waits instead, and waiting lets the newer
 report of an object supersede the older one unwritten (handlers.py). The share keeps reports moving:
 a starved report would hold its whole command batch, and with it the consumer's pipeline, open.
+A background group waiting for a slot is promoted (`promote(key)`) when an urgent group of the same
+object lines up behind it: per object, groups run in stream order, so the admission waited for its
+workload's pending reason to get a background slot first.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
+
+
+class _Waiter:
+    __slots__ = ("fut", "urgent")
+
+    def __init__(self, fut: asyncio.Future[None], urgent: bool) -> None:
+        self.fut = fut
+        self.urgent = urgent
 
 
 class WriteSlots:
@@ -25,30 +36,51 @@ class WriteSlots:
         self._background_running = 0
         # Waiters in arrival order. Invariant: a free slot means nobody waits (a released slot is
         # handed straight to the next waiter).
-        self._urgent: deque[asyncio.Future[None]] = deque()
-        self._background: deque[asyncio.Future[None]] = deque()
+        self._urgent: deque[_Waiter] = deque()
+        self._background: deque[_Waiter] = deque()
+        self._background_of: dict[Hashable, _Waiter] = {}  # key -> its background waiter (promote)
 
     @asynccontextmanager
-    async def slot(self, *, urgent: bool) -> AsyncIterator[None]:
+    async def slot(self, *, urgent: bool, key: Hashable = None) -> AsyncIterator[None]:
+        held_urgent = urgent  # promote() may change it while waiting; released as it was handed over
         if self._free > 0:
             self._free -= 1
             self._background_running += not urgent
         else:
-            fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            line = self._urgent if urgent else self._background
-            line.append(fut)
+            waiter = _Waiter(asyncio.get_running_loop().create_future(), urgent)
+            (self._urgent if urgent else self._background).append(waiter)
+            if not urgent and key is not None:
+                self._background_of[key] = waiter
             try:
-                await fut
+                await waiter.fut
             except asyncio.CancelledError:
+                fut = waiter.fut
                 if fut.done() and not fut.cancelled():
-                    self._release(urgent)  # handed a slot just as we were cancelled: pass it on
-                elif fut in line:
-                    line.remove(fut)
+                    self._release(waiter.urgent)  # handed a slot just as we were cancelled: pass it on
+                else:
+                    line = self._urgent if waiter.urgent else self._background
+                    if waiter in line:
+                        line.remove(waiter)
                 raise
+            finally:
+                if key is not None and self._background_of.get(key) is waiter:
+                    del self._background_of[key]
+            held_urgent = waiter.urgent
         try:
             yield
         finally:
-            self._release(urgent)
+            self._release(held_urgent)
+
+    def promote(self, key: Hashable) -> bool:
+        """The background group of `key` waiting for a slot waits as an urgent one from now on
+        (at the end of the urgent line). False if none waits."""
+        waiter = self._background_of.pop(key, None)
+        if waiter is None or waiter.fut.done():
+            return False
+        self._background.remove(waiter)
+        waiter.urgent = True
+        self._urgent.append(waiter)
+        return True
 
     def waiting(self) -> tuple[int, int]:
         """(urgent, background) groups waiting for a slot (tests, logs)."""
@@ -60,7 +92,7 @@ class WriteSlots:
         first = self._background if self._background_running < self._share else self._urgent
         for line in (first, self._urgent, self._background):
             while line:
-                fut = line.popleft()
+                fut = line.popleft().fut
                 if not fut.done():
                     fut.set_result(None)
                     # a background waiter counts as running from the hand-over (it resumes later)

@@ -150,7 +150,7 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     retry_max_s: float = 5.0
     command_batch: int = 16  # small: a batch waiting for one background write holds little pipeline room
     command_concurrency: int = 64  # objects whose commands are applied at once
-    command_pipeline: int = 64  # command batches handled at once (a slow object does not hold up the next)
+    command_pipeline: int = 256  # command batches handled at once (a slow object does not hold up the next)
     command_window: int = 256  # commands asked of the stream ahead (a window of one batch: a round trip per 8)
     max_replans: int = 10  # 409 -> re-read -> re-plan rounds for one command before naking it
     job_workers: int = 8  # Kueue: controller.groupKindConcurrency["Job.batch"]

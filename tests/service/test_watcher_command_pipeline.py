@@ -4,6 +4,7 @@ run in stream order, and a command waiting behind a retrying one is retried with
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 
 import aiohttp
@@ -34,6 +35,7 @@ from kubesim.server import KubeSim
 from services.watcher.core import workload_status as ws
 from services.watcher.handlers import CommandExecutor
 from services.watcher.objects import ClusterObjects
+from services.watcher.write_slots import WriteSlots
 
 pytestmark = pytest.mark.timeout(60)
 C = "c1"
@@ -285,3 +287,52 @@ async def test_an_admissions_events_do_not_hold_its_outcome(bus: Bus, kube: Kube
 
     await eventually(written, timeout=10, what="the QuotaReserved Event")
     assert recorded == ["QuotaReserved"]
+
+
+async def test_a_pending_reason_waiting_for_a_slot_makes_way_for_its_admission(bus: Bus, kube: KubeClient,
+                                                                               world: Workload) -> None:
+    """A workload's pending reason waits for a background write slot when its admission arrives:
+    the admission does not wait for all the reports ahead of that reason, and the reason, replaced
+    by the admission meanwhile, is not written."""
+    ex, reported = await executor_reporting(bus, kube)
+    ex._slots = WriteSlots(1)
+    admit, _ = commands(world)
+    pending = SetWorkloadPending(id="p1", cluster=C, writer="admission", epoch=0, namespace="demo", name="w1",
+                                 uid=world.metadata.uid, reason="Pending", message="5 more needed")
+    others = [SetLocalQueueStatus(id=f"l{i}", cluster=C, writer="admission", epoch=0, namespace="demo", name=f"lq{i}",
+                                  status=LocalQueueStatus(pending_workloads=1)) for i in (1, 2)]
+    started = {"s0": asyncio.Event(), "l1": asyncio.Event()}
+    held = {"s0": asyncio.Event(), "l1": asyncio.Event()}
+    order: list[str] = []
+    real_decide = ex._decide
+
+    async def traced(cmd: Command, max_epoch: int) -> CommandOutcome:
+        order.append(cmd.id)
+        if cmd.id in held:
+            started[cmd.id].set()
+            await held[cmd.id].wait()
+        return await real_decide(cmd, max_epoch)
+
+    ex._decide = traced  # type: ignore[method-assign]  # the one write slot held while the others line up
+    batches = [asyncio.create_task(ex.handle_batch([delivery(status_command("s0", 1), 1)]))]
+    await asyncio.wait_for(started["s0"].wait(), 5)
+    reports: list[Command] = [*others, pending]
+    for seq, cmd in enumerate(reports, start=2):  # each waits for the slot before the next comes
+        batches.append(asyncio.create_task(ex.handle_batch([delivery(cmd, seq)])))
+        await eventually(functools.partial(_waiting, ex, (0, seq - 1)), timeout=5.0, what="reports waiting")
+    batches.append(asyncio.create_task(ex.handle_batch([delivery(admit, 5)])))
+    await eventually(lambda: ex._slots.waiting() == (1, 2), timeout=5.0, what="the pending reason promoted")
+    held["s0"].set()
+    # the reason takes the slot first and finds itself replaced; the admission then waits for one write
+    await asyncio.wait_for(started["l1"].wait(), 5)
+    await eventually(lambda: ex._slots.waiting() == (1, 1), timeout=5.0, what="the admission next in line")
+    held["l1"].set()
+    assert await asyncio.wait_for(asyncio.gather(*batches), 20) == [[None]] * 5
+    assert order == ["s0", "l1", "admit", "l2"]
+    assert (reported["p1"].applied, reported["p1"].reason) == (True, "Superseded")
+    wl = await read_typed(kube, "workload", "demo", "w1")
+    assert ws.has_quota_reservation(wl)
+
+
+def _waiting(ex: CommandExecutor, lines: tuple[int, int]) -> bool:
+    return ex._slots.waiting() == lines
