@@ -93,3 +93,34 @@ async def _at_least(count: Callable[[], Awaitable[int]], n: int) -> bool:
 
 async def _acked(bus: Bus) -> int:
     return (await bus.js.consumer_info(subjects.COMMANDS_STREAM, "windowed")).ack_floor.stream_seq
+
+
+async def test_a_message_held_past_its_ack_wait_is_not_redelivered(bus: Bus) -> None:
+    """A pipelined batch held longer than the ack wait (behind a deep pipeline, on a starved
+    machine) is kept in progress: handled once, not redelivered behind what came after it."""
+    release = asyncio.Event()
+    seen: list[tuple[bytes, int]] = []
+
+    async def handler_batch(ds: list[Delivery]) -> list[BaseException | None]:
+        seen.extend((d.data, d.deliveries) for d in ds)
+        if any(d.data == b"held" for d in ds):
+            with contextlib.suppress(TimeoutError):  # bounded: never hangs
+                await asyncio.wait_for(release.wait(), timeout=20.0)
+        return [None] * len(ds)
+
+    async def acked() -> bool:
+        ci = await bus.js.consumer_info(subjects.COMMANDS_STREAM, "kept")
+        return ci.ack_floor.stream_seq >= 2 and ci.num_ack_pending == 0
+
+    async with running(bus.consume_batches("kept", subjects.COMMANDS_STREAM, CMD, handler_batch,
+                                           batch=1, pipeline=2, ack_wait=1.0)):
+        await bus.publish_many([OutMsg(CMD, b"held", "k0")])
+        await eventually(lambda: len(seen) == 1, timeout=10)
+        # three ack waits go by while it is held; the next message is handled meanwhile
+        await bus.publish_many([OutMsg(CMD, b"next", "k1")])
+        await eventually(lambda: len(seen) == 2, timeout=10)
+        t0 = asyncio.get_running_loop().time()
+        await eventually(lambda: asyncio.get_running_loop().time() - t0 > 3.0 or len(seen) > 2, timeout=10)
+        release.set()
+        await eventually(acked, timeout=15)
+    assert seen == [(b"held", 1), (b"next", 1)]

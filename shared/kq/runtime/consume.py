@@ -9,6 +9,7 @@ the message is nak'ed, so nothing is dropped silently.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -109,17 +110,37 @@ class _Inflight:
 
     def __init__(self) -> None:
         self._by_reply: dict[str, Delivery] = {}
+        self._since: dict[str, float] = {}  # reply -> when taken or last said in progress (keep_alive)
 
-    def add(self, deliveries: list[Delivery]) -> None:
+    def add(self, deliveries: list[Delivery], now: float = 0.0) -> None:
         for d in deliveries:
             self._by_reply[d.reply] = d
+            self._since[d.reply] = now
 
     async def settle(self, bus: Bus, d: Delivery, outcome: Outcome) -> None:
         await settle(bus, d, outcome)
         self._by_reply.pop(d.reply, None)
+        self._since.pop(d.reply, None)
+
+    async def keep_alive(self, bus: Bus, ack_wait_s: float) -> None:
+        """Forever: say "in progress" (+WPI) for messages held a third of their ack wait, so one
+        waiting its turn behind a deep pipeline is not redelivered meanwhile: a redelivered copy
+        would line up again, after commands that came later (an admission after its eviction)."""
+        every = ack_wait_s / 3
+        while True:
+            await bus.clock.sleep(every)
+            now = bus.clock.monotonic()
+            for reply, since in list(self._since.items()):
+                if now - since >= every and reply in self._by_reply and not bus.nc.is_closed:
+                    self._since[reply] = now
+                    try:
+                        await bus.nc.publish(reply, b"+WPI")
+                    except Exception:  # disconnected: the consumer is re-created or the ack wait runs out
+                        break
 
     async def release_all(self, bus: Bus) -> None:
         pending, self._by_reply = list(self._by_reply), {}
+        self._since = {}
         for reply in pending:
             if bus.nc.is_closed:
                 return
@@ -200,6 +221,9 @@ async def _pull_loop(
         pull = PullStream(bus.nc, stream, durable, batch=max(batch, window or batch))
         await pull.start()
         batches: KeyedExecutor[None] = KeyedExecutor(pipeline)
+        # Pipelined batches may wait longer than the ack wait for their turn (a deep pipeline, a
+        # window taken ahead, a starved process): their messages are kept in progress.
+        alive = asyncio.create_task(inflight.keep_alive(bus, cfg.ack_wait or 30.0)) if pipeline > 1 else None
         try:
             while True:
                 if pipeline <= 1:
@@ -207,16 +231,18 @@ async def _pull_loop(
                     inflight.add(deliveries)
                     await process(deliveries)
                     continue
-                # Room first, then pull: nothing is taken (its ack wait running) that cannot start.
+                # Room first, then pull: what is taken waits at most for room (its ack wait kept).
                 # A failed process() ends the loop here, as it would unpipelined.
                 await batches.room()
                 deliveries = await pull.get(batch)
-                inflight.add(deliveries)
+                inflight.add(deliveries, bus.clock.monotonic())
                 batches.start(process(deliveries))
         except ConsumerGone as e:
             bus.log.warning("consumer gone; re-creating", consumer=durable, stream=stream, reason=str(e))
             await bus.clock.sleep(0.5)
         finally:
+            if alive is not None:
+                alive.cancel()
             await batches.close()
             await pull.stop(nak_buffered=True)
             await inflight.release_all(bus)
