@@ -282,10 +282,14 @@ class Bus:
         key = str(self._batch_seq)
         self._batches[key] = batch
         try:
-            publish = self.nc.publish
-            for i, m in enumerate(msgs):
-                await publish(m.subject, encode_payload(m.payload), reply=f"{prefix}{key}.{i}",
-                              headers=self._headers(m.msg_id, m.headers))
+            if isinstance(self.nc, LingeringClient):  # one call for the batch (nats_client.py)
+                await self.nc.publish_many([(m.subject, encode_payload(m.payload), f"{prefix}{key}.{i}",
+                                             self._headers(m.msg_id, m.headers)) for i, m in enumerate(msgs)])
+            else:
+                publish = self.nc.publish
+                for i, m in enumerate(msgs):
+                    await publish(m.subject, encode_payload(m.payload), reply=f"{prefix}{key}.{i}",
+                                  headers=self._headers(m.msg_id, m.headers))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout_s or self.publish_timeout_s):  # not wait_for: see kq.clock
                     await asyncio.shield(batch.all_in)
