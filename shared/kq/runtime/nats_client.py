@@ -48,7 +48,10 @@ def header_block(headers: Mapping[str, str]) -> bytes:
     parts = [_HDR_START]
     for k, v in headers.items():
         if prefix := _key_prefix(k):
-            parts += (prefix, v.strip().translate(_VALUE_NEWLINES).encode(), b"\r\n")
+            v = v.strip()
+            if "\r" in v or "\n" in v:  # (rare: translate is the slow part of a header)
+                v = v.translate(_VALUE_NEWLINES)
+            parts += (prefix, v.encode(), b"\r\n")
     parts.append(b"\r\n")
     return b"".join(parts)
 
