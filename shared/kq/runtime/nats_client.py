@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
 
 from nats import errors
 from nats.aio.client import Client
@@ -29,31 +28,29 @@ LINGER_S = 0.001
 _SUBJECT_INVALID = re.compile(r"[ \t\r\n]")  # as nats-py's publish: CR/LF could inject protocol commands
 _HEADER_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _VALUE_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
-_HDR_START = b"NATS/1.0\r\n"
+_KEYS: dict[str, str] = {}  # header key -> "Key: " (stripped and checked; "" for an empty key): keys are few
 
 
-@lru_cache(maxsize=256)
-def _key_prefix(key: str) -> bytes:
-    """`Key: ` of one header line (b"" for an empty key, which nats-py skips too); keys are few."""
+def _key_text(key: str) -> str:
     k = key.strip()
-    if not k:
-        return b""
-    if not _HEADER_KEY.fullmatch(k):
+    if k and not _HEADER_KEY.fullmatch(k):
         raise errors.BadHeaderError(k)
-    return k.encode() + b": "
+    text = k + ": " if k else ""  # (nats-py skips an empty key)
+    if len(_KEYS) < 1024:
+        _KEYS[key] = text
+    return text
 
 
 def header_block(headers: Mapping[str, str]) -> bytes:
     """The NATS/1.0 header block of a message, byte for byte as nats-py's publish writes it."""
-    parts = [_HDR_START]
+    out = "NATS/1.0\r\n"
     for k, v in headers.items():
-        if prefix := _key_prefix(k):
+        if key := _KEYS.get(k) or _key_text(k):
             v = v.strip()
             if "\r" in v or "\n" in v:  # (rare: translate is the slow part of a header)
                 v = v.translate(_VALUE_NEWLINES)
-            parts += (prefix, v.encode(), b"\r\n")
-    parts.append(b"\r\n")
-    return b"".join(parts)
+            out += key + v + "\r\n"
+    return (out + "\r\n").encode()
 
 
 class LingeringClient(Client):
