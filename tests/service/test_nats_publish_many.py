@@ -72,3 +72,20 @@ async def test_publish_many_refuses_what_publish_refuses(bus: Bus, msg, error) -
         await nc.publish(subject, payload, reply=reply, headers=headers)
     with pytest.raises(error):
         await nc.publish_many([("kq.test.fine", b"ok", "r.1", {}), msg])
+
+
+async def test_subscribe_direct_hands_each_message_over_as_it_is_read(bus: Bus) -> None:
+    nc = bus.nc
+    assert isinstance(nc, LingeringClient)
+    got: list[tuple[str, bytes]] = []
+    done = asyncio.get_running_loop().create_future()
+
+    def handler(subject: str, data: bytes) -> None:
+        got.append((subject, data))
+        if len(got) == 3 and not done.done():
+            done.set_result(None)
+
+    await nc.subscribe_direct("kq.test.direct.*", handler)
+    await nc.publish_many([(f"kq.test.direct.{i}", f"m{i}".encode(), "r.x", {"k": "v"}) for i in range(3)])
+    await asyncio.wait_for(done, timeout=10)
+    assert got == [(f"kq.test.direct.{i}", f"m{i}".encode()) for i in range(3)]

@@ -13,13 +13,17 @@ version: `_flusher` is the library's own loop (2.16), only the linger is added.
 nats-py's `publish` builds it (same checks: subject, header keys, CR/LF in values, sizes) but once
 per message instead of a coroutine call, a header key regex and a flush kick per message: a
 batch's messages were ~5 % of the watcher's CPU in `Client.publish` (py-spy, session 7).
+
+`subscribe_direct` hands each message of a subscription to a plain function as the parser reads
+it (subject and payload), without nats-py's Msg object, its queue and a task's turn per message:
+for publish_batch's acks, one message per message published.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from nats import errors
 from nats.aio.client import Client
@@ -53,7 +57,30 @@ def header_block(headers: Mapping[str, str]) -> bytes:
     return (out + "\r\n").encode()
 
 
+DirectHandler = Callable[[str, bytes], None]  # (subject, payload); headers are not read
+
+
 class LingeringClient(Client):
+    _direct: dict[int, DirectHandler] | None = None
+
+    async def subscribe_direct(self, subject: str, handler: DirectHandler) -> None:
+        """Every message on `subject` to `handler` as it is read, for as long as the connection lives
+        (resubscribed on reconnect as any subscription). The handler must not block."""
+        sub = await self.subscribe(subject)
+        if self._direct is None:
+            self._direct = {}
+        self._direct[sub._id] = handler
+
+    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes,
+                           headers: bytes | None) -> None:
+        handler = self._direct.get(sid) if self._direct else None
+        if handler is None:
+            await super()._process_msg(sid, subject, reply, data, headers)  # type: ignore[arg-type]
+            return
+        self.stats["in_msgs"] += 1
+        self.stats["in_bytes"] += len(data)
+        handler(subject.decode(), data)
+
     async def _flusher(self) -> None:
         assert self._transport, "Client.connect must be called first"
         assert self._flush_queue, "Client.connect must be called first"
