@@ -214,20 +214,11 @@ class ProcessMetrics:
 
     def settled(self, stream: str, consumer: str, outcome: str, pending: int, latency_s: float) -> None:
         """One message settled by a durable consumer (kq.runtime.consume.settle)."""
-        # Per message settled (every command the watcher applies): the series looked up once, and the
-        # pending gauge replaced only when it changed.
         role = self.role
-        key = ("kq_bus_message_latency_seconds", (("", stream), ("", consumer), ("", outcome)), role)
-        histogram = self._children.get(key)
-        if histogram is None:
-            histogram = self._children[key] = self._histograms["kq_bus_message_latency_seconds"].labels(
-                stream, consumer, outcome, role)
-        histogram.observe(max(0.0, latency_s))
-        gauge = ("kq_bus_consumer_pending_messages", (("stream", stream), ("consumer", consumer)), role)
-        if self._gauge_rows.get(gauge) != pending:
-            self._gauges.replace("kq_bus_consumer_pending_messages", {"stream": stream, "consumer": consumer},
-                                 [({"stream": stream, "consumer": consumer, ROLE: role}, float(pending))])
-            self._gauge_rows[gauge] = pending
+        self._histograms["kq_bus_message_latency_seconds"].labels(stream, consumer, outcome, role).observe(
+            max(0.0, latency_s))
+        self._gauges.replace("kq_bus_consumer_pending_messages", {"stream": stream, "consumer": consumer},
+                             [({"stream": stream, "consumer": consumer, ROLE: role}, float(pending))])
 
     def exposition(self) -> bytes:
         return prometheus_client.generate_latest(self.registry)
