@@ -44,7 +44,7 @@ class EventWriter:
         ref = cmd.involved
         budgeted = False  # one token per occurrence, however many attempts it takes
         for _ in range(self.max_attempts):
-            plan = plan_event(cmd, existing, self.instance)
+            plan = plan_event(cmd, existing, self.instance, name)
             rv = existing.metadata.resource_version or "" if existing is not None else ""
             if isinstance(plan, Skip):
                 return True, plan.reason, rv

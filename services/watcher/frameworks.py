@@ -145,6 +145,8 @@ class FrameworkIntegration:
         ref = wl.metadata.controller_ref()
         ns = wl.metadata.namespace
         if ref is None:  # a MultiKueue copy not adopted yet: the object labelled with its name
+            if not self.objects.any_prebuilt():
+                return None  # (most job-less Workloads: not a kind-by-kind look-up each)
             for token in OBJECT_ADAPTERS:
                 if (obj := self.objects.using_prebuilt(token, ns, wl.metadata.name)) is not None:
                     return token, ns, obj.metadata.name

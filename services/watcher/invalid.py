@@ -25,6 +25,7 @@ from services.watcher.core.writes import Skip, Write
 from services.watcher.events import EventWriter
 
 Key = tuple[str, str, str]  # (kind token, namespace, name)
+_INVALID_SPEC_BYTES = INVALID_SPEC.encode()  # as it appears in the JSON of a condition carrying it
 _INFO = {i.token: i for i in KINDS}
 # Every Kueue kind is kq's to read, whether or not the watcher itself caches it.
 KUEUE_KINDS = frozenset(i.token for i in KINDS if i.strict)
@@ -61,7 +62,7 @@ class InvalidObjects:
     def seen(self, kind: str, namespace: str, name: str, uid: str, raw: bytes, typed: Any, error: str | None) -> None:
         key = (kind, namespace, name)
         if error is None and key not in self._marked:
-            if kind not in STATUS_CONDITION or not self._carries_ours(kind, typed):
+            if kind not in STATUS_CONDITION or not self._carries_ours(raw, typed):
                 self._pending.pop(key, None)  # fixed before its error was written: nothing to say
                 return
         elif error is not None and self._marked.get(key) == error and kind not in STATUS_CONDITION:
@@ -73,8 +74,10 @@ class InvalidObjects:
         self._wake.set()
 
     @staticmethod
-    def _carries_ours(kind: str, typed: Any) -> bool:
+    def _carries_ours(raw: bytes, typed: Any) -> bool:
         """A condition kq set before a restart, on an object fixed while the watcher was away."""
+        if _INVALID_SPEC_BYTES not in raw:  # (every Workload seen comes here: a search in C first)
+            return False
         conditions = getattr(getattr(typed, "status", None), "conditions", ()) or ()
         return any(c.reason == INVALID_SPEC for c in conditions)
 

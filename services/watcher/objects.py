@@ -140,6 +140,10 @@ class ClusterObjects:
         """The Job labelled with this prebuilt Workload name, if any (MultiKueue workers)."""
         return self.using_prebuilt("job", namespace, workload)
 
+    def any_prebuilt(self) -> bool:
+        """Whether any cached object is labelled with a prebuilt Workload (none outside MultiKueue workers)."""
+        return bool(self._prebuilt)
+
     def using_prebuilt(self, kind: str, namespace: str, workload: str) -> Any | None:
         """The object of `kind` labelled with this prebuilt Workload name, if any (the first by name)."""
         names = self._prebuilt.get((kind, namespace, workload))

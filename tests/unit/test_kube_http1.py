@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from support.wait import eventually
 
 from kq.http1 import Http1Pool, HttpError
 from kq.stack.secure import make_certificates
@@ -133,6 +134,32 @@ async def test_a_silent_server_times_out() -> None:
         p = pool(srv.sockets[0].getsockname()[1])
         with pytest.raises(HttpError, match="no answer within"):
             await p.request("GET", "/x", HEAD, None, 0.2)
+        p.close()
+    finally:
+        srv.close()
+        await srv.wait_closed()
+
+
+async def test_a_short_timeout_fires_while_a_longer_request_waits() -> None:
+    """Timeouts are watched by one task per pool, not a timer per request: a request with a short
+    timeout that comes while a longer one waits still times out near its own deadline, and the
+    pool's watcher ends once nothing is under way."""
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+        writer.close()
+
+    srv = await asyncio.start_server(silent, "127.0.0.1", 0)
+    try:
+        p = pool(srv.sockets[0].getsockname()[1])
+        long = asyncio.create_task(p.request("GET", "/long", HEAD, None, 20))
+        await eventually(lambda: len(p._deadlines) == 1, timeout=5, what="the long request under way")
+        with pytest.raises(HttpError, match=r"no answer within 0\.3 s"):
+            await asyncio.wait_for(p.request("GET", "/short", HEAD, None, 0.3), timeout=5)
+        assert not long.done()
+        long.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await long
+        await eventually(lambda: p._watchdog is None, timeout=5, what="the pool's timeout watcher ended")
         p.close()
     finally:
         srv.close()

@@ -69,7 +69,8 @@ def test_event_filter_selects_one_object() -> None:
 @pytest.mark.parametrize(
     "bad",
     [pytest.param("", id="empty"), pytest.param("a b", id="space"), pytest.param("a*", id="star"),
-     pytest.param("a>", id="gt"), pytest.param("a~b", id="tilde")],
+     pytest.param("a>", id="gt"), pytest.param("a~b", id="tilde"), pytest.param("a\tb", id="tab"),
+     pytest.param("a\rb", id="cr"), pytest.param("a\nb", id="lf")],
 )
 def test_unusable_tokens_are_refused(bad: str) -> None:
     with pytest.raises(ValueError):

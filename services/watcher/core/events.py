@@ -42,13 +42,15 @@ def truncate(message: str) -> str:
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
 
 
-def plan_event(cmd: RecordEvent, existing: Event | None, instance: str) -> Create | Write | Skip:
+def plan_event(cmd: RecordEvent, existing: Event | None, instance: str,
+               name: str | None = None) -> Create | Write | Skip:
     """Create the Event, or count this occurrence on the one already there. A redelivered command
-    whose occurrence is already counted (lastTimestamp not before its time) writes nothing."""
+    whose occurrence is already counted (lastTimestamp not before its time) writes nothing.
+    `name`: event_name(cmd), when the caller has it already (a hash per event)."""
     if existing is None:
         ev = Event(
             api_version="v1", kind="Event",
-            metadata=ObjectMeta(name=event_name(cmd), namespace=event_namespace(cmd)),
+            metadata=ObjectMeta(name=name or event_name(cmd), namespace=event_namespace(cmd)),
             involved_object=cmd.involved, reason=cmd.reason, message=truncate(cmd.message), type=cmd.event_type,
             count=1, first_timestamp=cmd.at, last_timestamp=cmd.at, source=EventSource(component=COMPONENT),
             action=cmd.action, reporting_component=COMPONENT, reporting_instance=instance,

@@ -11,6 +11,7 @@ difference, so a patch leaves them alone.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Literal
 
 import msgspec
@@ -100,6 +101,39 @@ def _builtins(obj: msgspec.Struct) -> dict[str, Any]:
     return out
 
 
+_NO_STATUS = object()  # the status is never left out of the encoding
+_WHOLE = object()  # not known here when it is: convert the whole object
+
+
+@cache
+def _status_field(cls: type) -> tuple[str | None, Any]:
+    """The attribute encoded as "status" of a struct type (None: it has none), and the value it is
+    left out at when encoding: msgspec's omit_defaults leaves a field out when it holds its default
+    object itself (not an equal one), or an empty collection from a collection factory."""
+    for f in msgspec.structs.fields(cls):
+        if f.encode_name != "status":
+            continue
+        if not cls.__struct_config__.omit_defaults:  # type: ignore[attr-defined]  # a Struct type
+            return f.name, _NO_STATUS
+        if f.default is not msgspec.NODEFAULT:
+            return f.name, f.default
+        return f.name, _NO_STATUS if f.default_factory is msgspec.NODEFAULT else _WHOLE
+    return None, _NO_STATUS
+
+
+def _status_builtins(obj: msgspec.Struct) -> Any:
+    """`_builtins(obj).get("status", {})` without converting the rest of the object."""
+    attr, default = _status_field(type(obj))
+    if attr is None:
+        return {}
+    if default is _WHOLE:
+        return _builtins(obj).get("status", {})
+    value = getattr(obj, attr)
+    if value is default:
+        return {}
+    return msgspec.to_builtins(value)
+
+
 def patch_write(
     kind: str,
     old: Any,
@@ -113,10 +147,12 @@ def patch_write(
     On the main resource the status is left out (the API server ignores it there), and
     on the status subresource everything but the status is.
     """
-    a, b = _builtins(old), _builtins(new)
     if status:
-        diff = merge_diff({"status": a.get("status", {})}, {"status": b.get("status", {})})
+        # Only the status is converted (a Workload's spec is most of it, and most writes are status
+        # writes): the same dicts as the whole object's "status" would give.
+        diff = merge_diff({"status": _status_builtins(old)}, {"status": _status_builtins(new)})
     else:
+        a, b = _builtins(old), _builtins(new)
         a.pop("status", None)
         b.pop("status", None)
         diff = merge_diff(a, b)

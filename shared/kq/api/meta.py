@@ -71,7 +71,10 @@ class ObjectMeta(K8sStruct, frozen=True, kw_only=True):
     finalizers: tuple[str, ...] = ()
 
     def controller_ref(self) -> OwnerReference | None:
-        return next((r for r in self.owner_references if r.controller), None)
+        for r in self.owner_references:  # (a plain loop: asked several times of every object seen)
+            if r.controller:
+                return r
+        return None
 
 
 # Field names ObjectMeta accepts in user input (the rest of metav1.ObjectMeta is server-owned).
@@ -117,7 +120,10 @@ _Cond = TypeVar("_Cond", bound=_HasType)
 
 def find_condition(conditions: tuple[_Cond, ...], type_: str) -> _Cond | None:
     """The condition of `type_` (a Kueue Condition or a core kind's), None when absent."""
-    return next((c for c in conditions if c.type == type_), None)
+    for c in conditions:  # (a plain loop, not a generator: asked several times of every object planned)
+        if c.type == type_:
+            return c
+    return None
 
 
 def condition_is_true(conditions: tuple[Condition, ...], type_: str) -> bool:

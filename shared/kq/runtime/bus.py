@@ -282,10 +282,14 @@ class Bus:
         key = str(self._batch_seq)
         self._batches[key] = batch
         try:
-            publish = self.nc.publish
-            for i, m in enumerate(msgs):
-                await publish(m.subject, encode_payload(m.payload), reply=f"{prefix}{key}.{i}",
-                              headers=self._headers(m.msg_id, m.headers))
+            if isinstance(self.nc, LingeringClient):  # one call for the batch (nats_client.py)
+                await self.nc.publish_many([(m.subject, encode_payload(m.payload), f"{prefix}{key}.{i}",
+                                             self._headers(m.msg_id, m.headers)) for i, m in enumerate(msgs)])
+            else:
+                publish = self.nc.publish
+                for i, m in enumerate(msgs):
+                    await publish(m.subject, encode_payload(m.payload), reply=f"{prefix}{key}.{i}",
+                                  headers=self._headers(m.msg_id, m.headers))
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(timeout_s or self.publish_timeout_s):  # not wait_for: see kq.clock
                     await asyncio.shield(batch.all_in)
@@ -299,12 +303,18 @@ class Bus:
         """The reply subject prefix of publish_batch's acks (subscribed on first use)."""
         if not self._acks_prefix:
             prefix = self.nc.new_inbox() + "."
-            await self.nc.subscribe(prefix + "*.*", cb=self._on_batch_ack)  # lives as long as the connection
+            if isinstance(self.nc, LingeringClient):  # an ack per message published: no Msg, no task turn
+                await self.nc.subscribe_direct(prefix + "*.*", self._ack_in)
+            else:
+                await self.nc.subscribe(prefix + "*.*", cb=self._on_batch_ack)  # lives as long as the connection
             self._acks_prefix = self._acks_prefix or prefix  # (two first calls at once: either serves)
         return self._acks_prefix
 
     async def _on_batch_ack(self, m: Any) -> None:
-        _, key, index = m.subject.rsplit(".", 2)
+        self._ack_in(m.subject, m.data)
+
+    def _ack_in(self, subject: str, data: bytes) -> None:
+        _, key, index = subject.rsplit(".", 2)
         batch = self._batches.get(key)
         if batch is None:
             return  # a batch that gave up waiting (its message is published again the careful way)
@@ -312,7 +322,7 @@ class Bus:
         if i not in batch.pending:
             return
         batch.pending.discard(i)
-        if b'"error"' in m.data or b'"stream"' not in m.data:  # an error, or no stream answered (503)
+        if b'"error"' in data or b'"stream"' not in data:  # an error, or no stream answered (503)
             batch.failed.append(i)
         if not batch.pending and not batch.all_in.done():
             batch.all_in.set_result(None)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import msgspec
 import pytest
 from msgspec.structs import replace
@@ -64,3 +66,51 @@ def test_patch_bytes_are_deterministic() -> None:
     w2 = patch_write("workload", old, new, status=False, why="t")
     assert w1 is not None and w2 is not None and w1.patch == w2.patch
     assert w1.patch.index(b'"a"') < w1.patch.index(b'"b"')
+
+
+def _whole_status(obj: msgspec.Struct) -> object:
+    """The status a status write compares: the whole object's builtins' "status" (as it was computed)."""
+    out = msgspec.to_builtins(obj)
+    return out.get("status", {})
+
+
+def _status_samples() -> list[msgspec.Struct]:
+    from unit.watcher.watcher_builders import admitted, evicted, finished, job, reserved, workload_for
+
+    from kq.api.kueue import ClusterQueue, ClusterQueueStatus, LocalQueue, LocalQueueStatus
+    from kq.api.registry import KINDS
+
+    meta = ObjectMeta(name="o", namespace="ns", uid="u", resource_version="3")
+    samples: list[msgspec.Struct] = []
+    for info in KINDS:  # every kind as decoded from a bare object: statuses left at their defaults
+        for raw in (b'{"metadata": {"name": "o"}}', b'{"metadata": {"name": "o"}, "status": {}}'):
+            with contextlib.suppress(msgspec.ValidationError):  # a kind that needs a spec, or has no status
+                samples.append(msgspec.json.decode(raw, type=info.type))
+    wl = workload_for(job())
+    samples += [wl, reserved(wl), admitted(wl), evicted(admitted(wl)), finished(admitted(wl)),
+                job(), replace(job(), status=replace(job().status, active=2))]
+    samples += [ClusterQueue(metadata=meta), ClusterQueue(metadata=meta, status=ClusterQueueStatus(pending_workloads=3)),
+                LocalQueue(metadata=meta), LocalQueue(metadata=meta, status=LocalQueueStatus(admitted_workloads=1))]
+    return samples
+
+
+def test_a_status_write_converts_the_status_as_the_whole_object_would() -> None:
+    from services.watcher.core.writes import _status_builtins
+
+    samples = _status_samples()
+    for obj in samples:
+        assert _status_builtins(obj) == _whole_status(obj), type(obj).__name__
+    # and so the patches between any two states of one kind are the ones the whole objects gave
+    for old in samples:
+        for new in samples:
+            if type(old) is not type(new) or old is new:
+                continue
+            want = merge_diff({"status": _whole_status(old)}, {"status": _whole_status(new)})
+            got = patch_write("x", old, new, status=True, why="t")
+            if not want:
+                assert got is None
+            else:
+                assert got is not None
+                body = msgspec.json.decode(got.patch)
+                body["metadata"].pop("resourceVersion")
+                assert {k: v for k, v in body.items() if v} == msgspec.json.decode(msgspec.json.encode(want))

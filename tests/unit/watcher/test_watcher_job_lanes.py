@@ -7,7 +7,7 @@ Job started only once every new Job had its Workload."""
 from __future__ import annotations
 
 from msgspec.structs import replace
-from unit.watcher.watcher_builders import admitted, job, workload_for
+from unit.watcher.watcher_builders import admitted, evicted, finished, job, plain_workload, reserved, workload_for
 
 from kq.api.meta import Condition
 from kq.kube import KubeClient
@@ -40,3 +40,26 @@ def test_new_jobs_wait_their_turn_and_jobs_with_a_workload_go_first() -> None:
                                                                          name="wl-other")))
     integration.on_change("job", other, replace(other, metadata=replace(other.metadata, resource_version="12")))
     assert lanes() == (2, 1)
+
+
+def test_a_job_less_workload_is_queued_only_when_its_reconcile_has_work() -> None:
+    """The benchmarks' Workloads have no Job: each of their changes went through a work-queue round
+    to find nothing to do. Now only one with work (an eviction to finish) is queued."""
+    objects = ClusterObjects("c1")
+    integration = JobIntegration(KubeClient.__new__(KubeClient), objects, workers=1, max_steps=4)  # no call is made
+    lanes = integration.queue.lanes
+    idle = plain_workload("idle", uid="u-idle")
+    objects.put("workload", idle)
+    integration.on_change("workload", None, idle)
+    done = finished(admitted(plain_workload("done", uid="u-done")))
+    objects.put("workload", done)
+    integration.on_change("workload", None, done)
+    assert lanes() == (0, 0)
+
+    ev = evicted(reserved(plain_workload("ev", uid="u-ev")))
+    objects.put("workload", ev)
+    integration.on_change("workload", None, ev)  # evicted with its quota held: the eviction is finished
+    assert lanes() == (1, 0)
+    objects.remove("workload", "ns", "idle")
+    integration.on_change("workload", idle, None)
+    assert lanes() == (1, 0)
