@@ -159,11 +159,14 @@ class Cycle:
     def _overlaps(self, targets: list[Target]) -> bool:
         return any(t.info.key in self.preempted for t in targets)
 
-    def _refresh_assignment(self, e: Entry) -> tuple[dict[FR, int], bool]:
-        """Kueue updateAssignmentIfNeeded: recompute when targets overlap another entry's victims."""
+    def _refresh_assignment(self, e: Entry) -> dict[FR, int]:
+        """Kueue updateAssignmentIfNeeded: recompute when targets overlap another entry's victims.
+        Whether it fits (Kueue computes it here) is asked later, by `process`, and only of the
+        entries that get that far: nothing changes the state in between, and a fit check walks
+        every victim queue of the tree twice."""
         assert e.assignment is not None
         if not self._overlaps(e.targets):
-            return e.assignment.usage, self._fits(e.cq, e.assignment.usage, e.targets)
+            return e.assignment.usage
         # Victims in other trees change neither this tree's quota nor its preemption candidates.
         root = id(e.cq.node.root())
         restore = self.snap.simulate_removal_summed(self.victims.get(root, {}).values(),
@@ -177,7 +180,7 @@ class Cycle:
         e.record(a, t)
         if a.mode() == FIT:
             a.set_mode(DEFERRED_FIT)  # fits only once the other preemptions complete
-        return a.usage, self._fits(e.cq, a.usage, t)
+        return a.usage
 
     def reserve(self, cq: ClusterQueueRuntime, usage: dict[FR, int]) -> None:
         self.snap.reserve_for_cycle(cq, usage)
@@ -186,7 +189,7 @@ class Cycle:
     def process(self, e: Entry) -> None:
         cq = e.cq
         e.tainted = id(cq.node.root()) in self.reserved_roots
-        usage, fits = self._refresh_assignment(e)
+        usage = self._refresh_assignment(e)
         a = e.assignment
         assert a is not None
         mode = a.mode()
@@ -212,7 +215,7 @@ class Cycle:
         if self._overlaps(e.targets):
             e.skip("Workload has overlapping preemption targets with another workload")
             return
-        if not fits or (mode == FIT and not self._fits_beside_victims(cq, usage)):
+        if not self._fits(cq, usage, e.targets) or (mode == FIT and not self._fits_beside_victims(cq, usage)):
             e.skip("Workload no longer fits after processing another workload")
             return
         if mode == FIT and not placed(self, e, usage):

@@ -9,6 +9,7 @@ acceptable flavor or keep looking for a better one.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
 from typing import Protocol, TypeVar
 
 from .assignment import FIT, NO_FIT, PREEMPT, Assignment, FlavorChoice, PodSetResult, most_severe
@@ -88,11 +89,7 @@ class FlavorAssigner:
         self.cycle = cycle
         self.nomination = nomination
         self.last: ScanProgress | None = info.last_assignment
-        groups: dict[str, int] = {}
-        for i, rg in enumerate(cq.spec.resource_groups):
-            for fq in rg.flavors:
-                groups.setdefault(fq.name, i)
-        self.flavor_groups = groups
+        self.flavor_groups = cq.flavor_groups
 
     def assign(self, counts: list[int] | None = None) -> Assignment:
         cq = self.cq
@@ -132,7 +129,7 @@ class FlavorAssigner:
         a.resolve_no_fit_reason(self.flavor_groups)
         return a
 
-    def _check_flavor(self, name: str, ps: PodSet, covered: set[str]) -> str | None:
+    def _check_flavor(self, name: str, ps: PodSet, covered: AbstractSet[str]) -> str | None:
         flavor = self.flavors.get(name)
         if flavor is None:
             return f"flavor {name} not found"
@@ -157,14 +154,12 @@ class FlavorAssigner:
     ) -> tuple[dict[str, FlavorChoice] | None, list[str]]:
         cq = self.cq
         fung = cq.spec.flavor_fungibility
-        rg = cq.rg_by_resource[res]
-        covered = set(rg.covered_resources)
+        covered, names = cq.rg_flavors[res]
         ordered = sorted(requests, key=resource_order) if len(requests) > 1 else requests
         reqs = [(r, requests[r]) for r in ordered if r in covered]
         reasons: list[str] = []
         best: dict[str, FlavorChoice] | None = None
         best_mode = _WORST
-        names = [fq.name for fq in rg.flavors]
         start = self.last.next_flavor(ps_index, res) if self.last is not None else 0
         attempted = -1
         pinned = self.nomination.get(ps.name, {}).get(res) if self.nomination else None

@@ -13,6 +13,7 @@ answer's message (naming the level or the slice size).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 
 import msgspec
 
@@ -114,7 +115,7 @@ def is_tas_only(cq: ClusterQueueRuntime, flavors: Mapping[str, ResourceFlavor]) 
 
 
 def tas_mismatch(ps: PodSet, flavor: ResourceFlavor, cq: ClusterQueueRuntime, flavors: Mapping[str, ResourceFlavor],
-                 covered: set[str]) -> str | None:
+                 covered: AbstractSet[str]) -> str | None:
     """Why this flavor cannot serve this pod set's topology request (Kueue
     checkPodSetAndFlavorMatchForTAS), so the flavor assigner tries the next flavor; None: it can.
     A pod set asking for a topology skips flavors without one (unless they only provide

@@ -127,18 +127,32 @@ def local_available(node: QuotaNode, fr: FR) -> int:
 def available(node: QuotaNode, fr: FR) -> int:
     """Unused capacity reachable from `node` through its ancestors, honouring borrowing limits.
 
-    Negative when the subtree is over-admitted (quota was removed after admission).
+    Negative when the subtree is over-admitted (quota was removed after admission). Walked root
+    first without recursion, local_quota inlined: it runs for every head, every fit check and
+    every preemption candidate (the arithmetic is exactly that of local_quota/local_available).
     """
-    if node.parent is None:
-        return node.subtree_quota.get(fr, 0) - node.usage.get(fr, 0)
-    parent_available = available(node.parent, fr)
-    q = node.quotas.get(fr)
-    if q is not None and q.borrowing_limit is not None:
-        lq = local_quota(node, fr)
-        stored_in_parent = node.subtree_quota.get(fr, 0) - lq
-        used_in_parent = max(0, node.usage.get(fr, 0) - lq)
-        parent_available = min(stored_in_parent - used_in_parent + q.borrowing_limit, parent_available)
-    return local_available(node, fr) + parent_available
+    chain: list[QuotaNode] = []
+    while node.parent is not None:
+        chain.append(node)
+        node = node.parent
+    avail = node.subtree_quota.get(fr, 0) - node.usage.get(fr, 0)
+    for n in reversed(chain):
+        q = n.quotas.get(fr)
+        used = n.usage.get(fr, 0)
+        if q is None:
+            avail += 0 if used >= 0 else -used  # no quota here: local quota 0
+            continue
+        lq = 0
+        if q.lending_limit is not None:
+            lq = n.subtree_quota.get(fr, 0) - q.lending_limit
+            if lq < 0:
+                lq = 0
+        if q.borrowing_limit is not None:
+            through = n.subtree_quota.get(fr, 0) - lq - (used - lq if used > lq else 0) + q.borrowing_limit
+            if through < avail:
+                avail = through
+        avail += lq - used if lq > used else 0
+    return avail
 
 
 def potential_available(node: QuotaNode, fr: FR) -> int:
@@ -165,14 +179,38 @@ def _track_over(node: QuotaNode, parent: QuotaNode, fr: FR) -> None:
             over.pop(node, None)
 
 
+def _note_over(node: QuotaNode, parent: QuotaNode, fr: FR, used: int) -> None:
+    """_track_over with the node's new usage already at hand."""
+    over = parent.over.get(fr)
+    if used > node.subtree_quota.get(fr, 0):
+        if over is None:
+            parent.over[fr] = {node: None}
+        else:
+            over[node] = None
+    elif over is not None:
+        over.pop(node, None)
+
+
+# add_usage and remove_usage run for every reservation, release and preemption simulation: the
+# local quota (local_quota above, same arithmetic) is computed inline.
+
+
 def add_usage(node: QuotaNode, fr: FR, val: int) -> None:
     while True:
-        la = local_available(node, fr)
-        node.usage[fr] = node.usage.get(fr, 0) + val
+        used = node.usage.get(fr, 0)
+        q = node.quotas.get(fr)
+        local = 0
+        if q is not None and q.lending_limit is not None:
+            local = node.subtree_quota.get(fr, 0) - q.lending_limit
+            if local < 0:
+                local = 0
+        la = local - used if local > used else 0
+        used += val
+        node.usage[fr] = used
         parent = node.parent
         if parent is None:
             return
-        _track_over(node, parent, fr)
+        _note_over(node, parent, fr, used)
         if val <= la:
             return
         node, val = parent, val - la
@@ -180,12 +218,20 @@ def add_usage(node: QuotaNode, fr: FR, val: int) -> None:
 
 def remove_usage(node: QuotaNode, fr: FR, val: int) -> None:
     while True:
-        stored_in_parent = node.usage.get(fr, 0) - local_quota(node, fr)
-        node.usage[fr] = node.usage.get(fr, 0) - val
+        used = node.usage.get(fr, 0)
+        q = node.quotas.get(fr)
+        local = 0
+        if q is not None and q.lending_limit is not None:
+            local = node.subtree_quota.get(fr, 0) - q.lending_limit
+            if local < 0:
+                local = 0
+        stored_in_parent = used - local
+        used -= val
+        node.usage[fr] = used
         parent = node.parent
         if parent is None:
             return
-        _track_over(node, parent, fr)
+        _note_over(node, parent, fr, used)
         if stored_in_parent <= 0:
             return
         node, val = parent, min(val, stored_in_parent)

@@ -61,6 +61,8 @@ class ClusterQueueRuntime:
         "active_message",
         "lqs",
         "status_layout",
+        "flavor_groups",
+        "rg_flavors",
     )
 
     def __init__(self, spec: ClusterQueue) -> None:
@@ -74,6 +76,10 @@ class ClusterQueueRuntime:
         self.generation = 0
         self.rg_by_resource: dict[str, ResourceGroup] = {}
         self.flavor_names: tuple[str, ...] = ()
+        # The flavor assigner's per-spec lookups, made once here rather than for every head:
+        self.flavor_groups: dict[str, int] = {}  # flavor -> index of the first resource group listing it
+        self.rg_flavors: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}  # resource -> its group's
+        # covered resources and flavor names (in the order the group lists them)
         self.checks: dict[str, frozenset[str]] = {}
         self.active = False
         self.active_reason = "Unknown"
@@ -103,6 +109,13 @@ class ClusterQueueRuntime:
                 if fq.name not in names:
                     names.append(fq.name)
         self.flavor_names = tuple(names)
+        groups: dict[str, int] = {}
+        for i, rg in enumerate(spec.resource_groups):
+            for fq in rg.flavors:
+                groups.setdefault(fq.name, i)
+        self.flavor_groups = groups
+        self.rg_flavors = {r: (frozenset(rg.covered_resources), tuple(fq.name for fq in rg.flavors))
+                           for r, rg in self.rg_by_resource.items()}
         quotas = self.node.quotas
         self.status_layout = tuple(
             (
