@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+from collections.abc import Iterator
+from types import SimpleNamespace
+
 import pytest
 
+from kq.bench import live
 from kq.bench.generate import build_plan
-from kq.bench.metrics import ProcessStats, RunLog
+from kq.bench.metrics import CompletionTracker, CQReport, ProcessStats, RunLog
+from kq.bench.runner import Clock
 from kq.bench.series import SeriesError, parse_sizes, render_series, series_config, series_row
 
 
@@ -30,3 +37,32 @@ def test_cpu_per_workload_leaves_the_set_up_out() -> None:
 def test_bad_sizes_are_refused(text: str) -> None:
     with pytest.raises(SeriesError, match="--queue-series"):
         parse_sizes(text)
+
+
+class _Stack:
+    """What live._settle reads of a Stack: its processes (here one idle child, not a service)."""
+
+    def __init__(self, pid: int) -> None:
+        self.state = SimpleNamespace(processes=(SimpleNamespace(name="idle", pid=pid, role="nats"),))
+
+
+@pytest.fixture
+def idle_child() -> Iterator[int]:
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        yield child.pid
+    finally:
+        child.kill()
+        child.wait()
+
+
+@pytest.mark.parametrize("reported", [True, False])
+def test_the_series_waits_for_every_queue_to_report_before_counting(idle_child: int, reported: bool) -> None:
+    tracker = CompletionTracker(["cq-1", "cq-2"])
+    tracker.feed(CQReport(t_ms=0, cq="cq-1", usage_milli=0, reserved_milli=0, pending=0, reserving=0, active=True))
+    if reported:
+        tracker.feed(CQReport(t_ms=0, cq="cq-2", usage_milli=0, reserved_milli=0, pending=0, reserving=0, active=True))
+    said: list[str] = []
+    stack, runner = _Stack(idle_child), SimpleNamespace(tracker=tracker)
+    asyncio.run(live._settle(stack, runner, Clock(), 2.5, said.append))  # type: ignore[arg-type]
+    assert said[-1].startswith("queues settled" if reported else "the queues did not settle"), said
