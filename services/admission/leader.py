@@ -77,7 +77,8 @@ class LeaderTerm:
         self.partitions = {c: Partition(c, epoch, config, status_every[c], settings.pending_interval_s,
                                         settings.pending_in_flight or None, writer=writer,
                                         owns=owns[c] if owns else None,
-                                        status_in_flight=settings.status_in_flight or None) for c in clusters}
+                                        status_in_flight=settings.status_in_flight or None,
+                                        status_hold_s=settings.status_hold_s) for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
         self.lost: LostLeadership | None = None
         self._asking: set[asyncio.Task[None]] = set()  # requests to the topology solver in flight
