@@ -11,12 +11,14 @@ oldest first, as outcomes come back. The cost of statuses then follows what the 
 not the number of queues times the rounds. Workload commands never wait for statuses. A write whose
 outcome never comes (dead-lettered) stops holding its queue after LOST_AFTER_S.
 
-A queue's new status is also held `hold_s` from when it was first held (Kueue's queue controllers
-batch a queue's updates for a second the same way), and one equal to the status last sent for the
-queue is not written. A queue that goes busy and back to idle within the hold (a short workload on
-a queue of its own) then costs no write at all, where it cost four (ClusterQueue and LocalQueue,
-busy and idle): with thousands of queues and a workload or two each, those writes were most of
-what a queue cost (the watcher's PATCH, the API's watch events, the mirror record, the echo).
+A status equal to the status last sent for its queue is not written. And while the writes are
+busy (`max_in_flight` or more statuses in flight or held), a queue's new status is held `hold_s`
+from when it was first held (Kueue's queue controllers batch a queue's updates for a second the
+same way; when not busy a status goes at once, as a user watching one queue expects). A queue that
+goes busy and back to idle within the hold (a short workload on a queue of its own) then costs no
+write at all, where it cost four (ClusterQueue and LocalQueue, busy and idle): with thousands of
+queues and a workload or two each, those writes were most of what a queue cost (the watcher's
+PATCH, the API's watch events, the mirror record, the echo).
 
 The core's statuses are held, not commands: one superseded while held is never converted.
 Synchronous and clock-free, like the partition that owns it.
@@ -65,7 +67,7 @@ class StatusPacer:
             return False
         for key, since in self.held_since.items():  # stops at the first one not in flight
             if now is not None and since + self.hold_s > now:
-                return False  # held in order: the later ones are not due either
+                return False  # held about in order of their due time: the later ones wait for this one
             if key not in self.in_flight:
                 return True
         return False
@@ -87,7 +89,9 @@ class StatusPacer:
             self.held_since.pop(key, None)
             return
         self.held[key] = status  # replaces a held one in its place
-        self.held_since.setdefault(key, now)
+        if key not in self.held_since:
+            busy = self.max_in_flight is not None and len(self.in_flight) + len(self.held) > self.max_in_flight
+            self.held_since[key] = now if busy else now - self.hold_s  # not busy: due at once
 
     def pace(self, results: Sequence[CycleResult], now: float) -> list[CycleResult]:
         """The results with the statuses to write now: those of queues with no write in flight whose

@@ -4,7 +4,6 @@ partition that holds them until outcomes come back."""
 
 from __future__ import annotations
 
-import msgspec
 from test_admission_plan import NOW, outcome, workload, world
 
 from services.admission.core.decisions import ClusterQueueStatus, CycleResult, LocalQueueStatus
@@ -113,19 +112,20 @@ def test_a_partition_holds_a_queue_status_until_the_previous_one_came_back() -> 
     assert not p.has_due(NOW + 1)
 
 
-def test_a_status_is_held_a_moment_and_one_back_to_what_was_sent_is_not_written() -> None:
-    pacer = StatusPacer(max_in_flight=8, hold_s=0.5)
-    assert _sent(pacer.pace([_result(_cq("a", 0))], NOW)) == []  # held
-    assert not pacer.has_ready(NOW) and pacer.has_ready(NOW + 0.5) and pacer.next_due() == NOW + 0.5
-    assert _sent(pacer.pace([_result(_cq("b", 0))], NOW + 0.3)) == []
-    assert _sent(pacer.pace([], NOW + 0.5)) == ["a:0"]  # b's hold began later
+def test_while_writes_are_busy_a_status_is_held_a_moment_and_one_back_to_what_was_sent_is_not_written() -> None:
+    pacer = StatusPacer(max_in_flight=2, hold_s=0.5)
+    assert _sent(pacer.pace([_result(_cq("a", 0), _cq("x", 1))], NOW)) == ["a:0", "x:1"]  # not busy: at once
     pacer.settled(Sent("cqstatus", "a"))
-    assert _sent(pacer.pace([_result(_cq("a", 1))], NOW + 1)) == ["b:0"]  # a busy: held ...
+    assert _sent(pacer.pace([_result(_cq("y", 1))], NOW)) == ["y:1"]
+    assert _sent(pacer.pace([_result(_cq("a", 1))], NOW + 1)) == []  # two in flight: busy, so a is held ...
+    pacer.settled(Sent("cqstatus", "x"))
+    pacer.settled(Sent("cqstatus", "y"))
+    assert not pacer.has_ready(NOW + 1) and pacer.has_ready(NOW + 1.5) and pacer.next_due() == NOW + 1.5
     assert _sent(pacer.pace([_result(_cq("a", 0))], NOW + 1.2)) == []  # ... and idle again within the hold
-    assert not pacer.held and _sent(pacer.pace([], NOW + 2)) == []
+    assert not pacer.held and pacer.next_due() is None and _sent(pacer.pace([], NOW + 2)) == []
+    assert _sent(pacer.pace([_result(_cq("b", 0))], NOW + 2)) == ["b:0"]
     pacer.settled(Sent("cqstatus", "b"), applied=False)  # refused: what the API holds is not known
-    assert _sent(pacer.pace([_result(_cq("b", 0))], NOW + 2)) == []
-    assert _sent(pacer.pace([], NOW + 2.5)) == ["b:0"]  # so the same status is written again
+    assert _sent(pacer.pace([_result(_cq("b", 0))], NOW + 2)) == ["b:0"]  # so the same status is written again
 
 
 def test_a_status_equal_to_one_still_in_flight_waits_for_its_outcome() -> None:
@@ -140,23 +140,14 @@ def test_a_status_equal_to_one_still_in_flight_waits_for_its_outcome() -> None:
     assert _sent(pacer.pace([_result(_cq("a", 1))], NOW)) == ["a:1"]
 
 
-def test_a_workload_admitted_and_gone_within_the_hold_costs_no_queue_status_write() -> None:
-    p = Partition(C, 7, SchedulerConfig(), status_in_flight=8, status_hold_s=0.5)
+def test_a_partition_wakes_up_when_a_held_status_is_due() -> None:
+    p = Partition(C, 7, SchedulerConfig(), status_in_flight=1, status_hold_s=0.5)
     for rec in world():
         p.apply_record(rec)
     p.mark_rebuilt()
-    assert _status_ids(p, NOW)[1] == [] and not p.has_due(NOW)  # the first statuses are held ...
-    assert p.next_wakeup() == NOW + 0.5 and p.has_due(NOW + 0.5)
-    out, _ = p.plan([], NOW + 0.5)  # ... then written
-    first = [o.msg_id for o in out.commands]
-    assert sorted(first) == [command_id("cqstatus", 7, C, "cq", "status:2"),
-                             command_id("lqstatus", 7, C, "demo/lq", "status:2")]
-    for cid in first:
-        p.on_outcome(outcome(cid, 7, True))
-    p.apply_record(workload("a", "10", cpu="1"))
-    ids, statuses = _status_ids(p, NOW + 1)
-    assert len(ids) == 1 and statuses == []  # the admission goes out; the busy statuses are held
-    p.on_outcome(outcome(ids[0], 7, True, rv="11"))
-    p.apply_record(msgspec.structs.replace(workload("a", "12"), deleted=True))  # finished and gone
-    assert _status_ids(p, NOW + 1.2) == ([], [])  # idle again: nothing to write
-    assert not p.has_due(NOW + 5) and p.next_wakeup() is None
+    _, first = _status_ids(p, NOW)
+    assert first == [command_id("cqstatus", 7, C, "cq", "status:1")]  # the LocalQueue's waits: busy, so held
+    assert p.on_outcome(outcome(first[0], 7, True))
+    assert not p.has_due(NOW) and p.next_wakeup() == NOW + 0.5 and p.has_due(NOW + 0.5)
+    out, _ = p.plan([], NOW + 0.5)
+    assert [o.msg_id for o in out.commands] == [command_id("lqstatus", 7, C, "demo/lq", "status:2")]
