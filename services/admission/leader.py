@@ -204,7 +204,7 @@ class LeaderTerm:
                     continue
                 produced = produced or bool(results)
                 self.bus.metrics.apply(metrics.decisions(results, p.state, self.clock.now()))
-                self.bus.metrics.apply(metrics.queue_gauges(results, p.state))
+                self.bus.metrics.apply(metrics.queue_gauges(results, p.state, p.gauged))
                 outputs, errors = p.plan(results, self.clock.now())
                 for err in errors:
                     self.log.error("decision not published", cluster=p.cluster, error=err)

@@ -32,6 +32,7 @@ from services.admission.core.model import SchedulerConfig
 from services.admission.core.ownership import OwnsTree
 from services.admission.core.state import SchedulerState
 from services.admission.plan.inputs import NEEDED_KINDS, convert, workload_key
+from services.admission.plan.metrics import Gauged
 from services.admission.plan.outputs import WRITER, Outputs, QueueFacts, Sent, api_admission, plan_outputs
 from services.admission.plan.pending_pacer import PendingPacer
 from services.admission.plan.placement import placement_answer, solve_request
@@ -62,6 +63,7 @@ class Partition:
         # so statuses converge within this long once the scheduler goes idle.
         self.status_interval_s = status_interval_s
         self.status_reported_at = -math.inf
+        self.gauged = Gauged()  # what this term's queue gauges were last reported from (metrics.py)
         self.epoch = epoch
         self.state = SchedulerState(config, owns)
         self.synced: set[str] = set()
