@@ -112,9 +112,11 @@ class _GaugeTable(Collector):
         self.groups: dict[str, dict[tuple[tuple[str, str], ...], dict[tuple[str, ...], float]]] = {
             name: {} for name in families}
         self.scope_kinds: dict[str, set[tuple[str, ...]]] = {name: set() for name in families}  # scope label names
+        self.names = {name: (*labels, ROLE) for name, (_doc, labels) in families.items()}
+        self.checked: set[tuple[str, tuple[str, ...]]] = set()  # (metric, row label names in order) found right
 
     def labels_of(self, metric: str) -> tuple[str, ...]:
-        return (*self.families[metric][1], ROLE)
+        return self.names[metric]
 
     def replace(self, metric: str, scope: Mapping[str, str], rows: Iterable[tuple[dict[str, str], float]]) -> None:
         """The rows whose labels match `scope` become `rows` (each of which must match it too)."""
@@ -129,8 +131,13 @@ class _GaugeTable(Collector):
                 for values in [vs for vs in g if all(vs[i] == v for i, v in idx)]:
                     del g[values]
         table: dict[tuple[str, ...], float] = {}
+        checked = self.checked
         for labels, value in rows:
-            table[_values(metric, names, labels)] = value
+            order = (metric, tuple(labels))
+            if order not in checked:  # a row's label names are checked once per order they come in
+                _values(metric, names, labels)
+                checked.add(order)
+            table[tuple([labels[n] for n in names])] = value
         groups[key] = table
 
     def mixed(self, metric: str) -> bool:
