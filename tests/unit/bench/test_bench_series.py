@@ -26,11 +26,15 @@ def test_every_size_has_the_same_workloads_over_the_same_window(queues: int) -> 
 
 
 def test_cpu_per_workload_leaves_the_set_up_out() -> None:
+    def report(t_ms: float) -> CQReport:
+        return CQReport(t_ms=t_ms, cq="a", usage_milli=0, reserved_milli=0, pending=0, reserving=0)
+
     log = RunLog(mode="live", processes=[ProcessStats(name="admission", max_rss_bytes=1 << 20, cpu_ms=3000)],
-                 processes_at_start=[ProcessStats(name="admission", max_rss_bytes=1 << 20, cpu_ms=1000)])
+                 processes_at_start=[ProcessStats(name="admission", max_rss_bytes=1 << 20, cpu_ms=1000)],
+                 workloads_from_ms=100.0, cq_reports=[report(50.0), *(report(100.0 + i) for i in range(500))])
     row = series_row(10, 1000, 1000, 1000, 12.5, log)
     assert row.cpu_ms_per_workload == {"admission": 2.0, "all": 2.0}
-    assert "| 10 | 1,000 / 1,000 | 12.5 s | 2.00 | 2.00 | 1 MiB |" in render_series([row])
+    assert "| 10 | 1,000 / 1,000 | 12.5 s | 2.00 | 2.00 | 1 MiB | 0.50 |" in render_series([row])
 
 
 @pytest.mark.parametrize("text", ["", "10,x", "0", "10,-5"])
