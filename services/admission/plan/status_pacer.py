@@ -61,16 +61,21 @@ class StatusPacer:
         if not applied:
             self.sent.pop(key, None)
 
+    def _first_waiting(self) -> float | None:
+        """When the first held status whose queue has no write in flight was first held (held ones
+        come about in order of their due time; those waiting for their queue's outcome are woken by
+        it, so they never count here: counting them made a term wake up at once, over and over)."""
+        for key, since in self.held_since.items():  # past at most the writes in flight
+            if key not in self.in_flight:
+                return since
+        return None
+
     def has_ready(self, now: float | None = None) -> bool:
         """A held status could go out now (None: disregarding the hold)."""
         if not self.held or not self._room():
             return False
-        for key, since in self.held_since.items():  # stops at the first one not in flight
-            if now is not None and since + self.hold_s > now:
-                return False  # held about in order of their due time: the later ones wait for this one
-            if key not in self.in_flight:
-                return True
-        return False
+        since = self._first_waiting()
+        return since is not None and (now is None or since + self.hold_s <= now)
 
     def next_due(self) -> float | None:
         """While statuses are held: when the first hold ends (if there is room to send it) or the
@@ -78,9 +83,8 @@ class StatusPacer:
         if not self.held:
             return None
         at = min(self.in_flight.values()) + LOST_AFTER_S if self.in_flight else None
-        if self.hold_s > 0 and self._room():
-            first = next(iter(self.held_since.values())) + self.hold_s
-            at = first if at is None else min(at, first)
+        if self.hold_s > 0 and self._room() and (since := self._first_waiting()) is not None:
+            at = since + self.hold_s if at is None else min(at, since + self.hold_s)
         return at
 
     def _hold(self, key: _Key, status: _Status, now: float) -> None:
@@ -117,10 +121,13 @@ class StatusPacer:
         room = self.max_in_flight - len(self.in_flight)
         picked: list[_Key] = []
         for key, since in self.held_since.items():  # stops at the room left: never a pass over every held status
-            if len(picked) >= room or since + self.hold_s > now:
+            if len(picked) >= room:
                 break
-            if key not in self.in_flight:
-                picked.append(key)
+            if key in self.in_flight:
+                continue  # its outcome wakes it
+            if since + self.hold_s > now:
+                break  # held about in order of their due time: the later ones wait for this one
+            picked.append(key)
         if not picked:
             return out
         cqs: list[ClusterQueueStatus] = []

@@ -151,3 +151,13 @@ def test_a_partition_wakes_up_when_a_held_status_is_due() -> None:
     assert not p.has_due(NOW) and p.next_wakeup() == NOW + 0.5 and p.has_due(NOW + 0.5)
     out, _ = p.plan([], NOW + 0.5)
     assert [o.msg_id for o in out.commands] == [command_id("lqstatus", 7, C, "demo/lq", "status:2")]
+
+
+def test_a_status_held_behind_its_queues_write_in_flight_sets_no_wake_up_before_that_write_is_lost() -> None:
+    pacer = StatusPacer(max_in_flight=8, hold_s=0.5)
+    assert _sent(pacer.pace([_result(_cq("a", 1))], NOW)) == ["a:1"]
+    assert _sent(pacer.pace([_result(_cq("a", 2))], NOW)) == []  # held behind a's write
+    # Its outcome wakes it; a wake-up already due would run the term over and over meanwhile.
+    assert pacer.next_due() == NOW + LOST_AFTER_S and not pacer.has_ready(NOW + 1)
+    pacer.settled(Sent("cqstatus", "a"))
+    assert pacer.has_ready(NOW + 1) and _sent(pacer.pace([], NOW + 1)) == ["a:2"]
