@@ -77,7 +77,8 @@ class LeaderTerm:
         self.partitions = {c: Partition(c, epoch, config, status_every[c], settings.pending_interval_s,
                                         settings.pending_in_flight or None, writer=writer,
                                         owns=owns[c] if owns else None,
-                                        status_in_flight=settings.status_in_flight or None) for c in clusters}
+                                        status_in_flight=settings.status_in_flight or None,
+                                        status_hold_s=settings.status_hold_s) for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
         self.lost: LostLeadership | None = None
         self._asking: set[asyncio.Task[None]] = set()  # requests to the topology solver in flight
@@ -203,7 +204,7 @@ class LeaderTerm:
                     continue
                 produced = produced or bool(results)
                 self.bus.metrics.apply(metrics.decisions(results, p.state, self.clock.now()))
-                self.bus.metrics.apply(metrics.queue_gauges(results, p.state))
+                self.bus.metrics.apply(metrics.queue_gauges(results, p.state, p.gauged))
                 outputs, errors = p.plan(results, self.clock.now())
                 for err in errors:
                     self.log.error("decision not published", cluster=p.cluster, error=err)

@@ -195,6 +195,7 @@ class AdmissionTermConfig(_Cfg, frozen=True, kw_only=True):
     pending_interval_s: float = 0.25  # a workload's pending condition at most this often (see PendingPacer)
     pending_in_flight: int = 128  # pending conditions awaiting their outcome at once (backpressure); 0: no bound
     status_in_flight: int = 64  # queue status writes awaiting their outcome at once, one per queue; 0: no bound
+    status_hold_s: float = 0.5  # a queue's changed status is held this long before its write (see StatusPacer)
     solve_timeout_s: float = 5.0  # one kq.v1.tas.solve request (topology-aware placement)
     solve_retry_s: float = 0.2  # first wait before asking an unresponsive topology solver again
     slow_solve_s: float = 0.5  # a placement answer slower than this is logged
@@ -202,7 +203,7 @@ class AdmissionTermConfig(_Cfg, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         _not_negative(self, "max_round_s", "spin_guard_s", "status_interval_s", "worker_status_interval_s",
-                      "pending_interval_s", "pending_in_flight", "status_in_flight")
+                      "pending_interval_s", "pending_in_flight", "status_in_flight", "status_hold_s")
         _positive(self, "solve_timeout_s", "solve_retry_s", "slow_solve_s")
         _positive(self, "fence_poll_s", "replay_batch", "progress_log_s")
 

@@ -32,6 +32,7 @@ from services.admission.core.model import SchedulerConfig
 from services.admission.core.ownership import OwnsTree
 from services.admission.core.state import SchedulerState
 from services.admission.plan.inputs import NEEDED_KINDS, convert, workload_key
+from services.admission.plan.metrics import Gauged
 from services.admission.plan.outputs import WRITER, Outputs, QueueFacts, Sent, api_admission, plan_outputs
 from services.admission.plan.pending_pacer import PendingPacer
 from services.admission.plan.placement import placement_answer, solve_request
@@ -50,17 +51,19 @@ def _rv(v: str) -> int | None:
 class Partition:
     def __init__(self, cluster: str, epoch: int, config: SchedulerConfig, status_interval_s: float = 0.0,
                  pending_interval_s: float = 0.0, pending_in_flight: int | None = None, *, writer: str = WRITER,
-                 owns: OwnsTree | None = None, status_in_flight: int | None = None) -> None:
+                 owns: OwnsTree | None = None, status_in_flight: int | None = None, status_hold_s: float = 0.0) -> None:
         self.cluster = cluster
         self.writer = writer  # sharded admission: one writer per slot (services/admission/slots.py)
         self.on_tree_record: Callable[[], None] | None = None  # called after a ClusterQueue or Cohort record
         self.pacer = PendingPacer(pending_interval_s, pending_in_flight)
-        self.status_pacer = StatusPacer(status_in_flight)  # one status write in flight per queue, a few in all
+        # one status write in flight per queue, a few in all, each held a moment (see StatusPacer)
+        self.status_pacer = StatusPacer(status_in_flight, status_hold_s)
         # Queue statuses are written whole: while busy, report them at most this often (Kueue
         # batches its ClusterQueue status updates too); pending changes are reported when due,
         # so statuses converge within this long once the scheduler goes idle.
         self.status_interval_s = status_interval_s
         self.status_reported_at = -math.inf
+        self.gauged = Gauged()  # what this term's queue gauges were last reported from (metrics.py)
         self.epoch = epoch
         self.state = SchedulerState(config, owns)
         self.synced: set[str] = set()
@@ -136,7 +139,7 @@ class Partition:
             if sent.action == "pending":
                 self.pacer.settled()
             elif sent.action in STATUS_ACTIONS:
-                self.status_pacer.settled(sent)
+                self.status_pacer.settled(sent, out.applied)
                 woke = self.status_pacer.has_ready()
             if not out.applied and out.reason == "StaleEpoch":
                 raise LostLeadership(f"{self.cluster}: command {out.command_id} refused: epoch {self.epoch} is stale")
@@ -257,4 +260,4 @@ class Partition:
     def has_due(self, now: float) -> bool:
         """Held pending conditions are due, or held statuses can go: plan (with no results) to send them."""
         lost = self.status_pacer.next_due()
-        return self.pacer.has_due(now) or self.status_pacer.has_ready() or (lost is not None and lost <= now)
+        return self.pacer.has_due(now) or self.status_pacer.has_ready(now) or (lost is not None and lost <= now)

@@ -211,7 +211,7 @@ def _queue_series(args: argparse.Namespace) -> int:
     from kq.bench.generate import build_plan
     from kq.bench.live import BenchRunError, run_live
     from kq.bench.metrics import compute
-    from kq.bench.series import SeriesError, parse_sizes, render_series, run_series
+    from kq.bench.series import SETTLE_S, SeriesError, parse_sizes, render_series, run_series
     from kq.runtime import eventloop
     from kq.stack import StackError
 
@@ -228,9 +228,10 @@ def _queue_series(args: argparse.Namespace) -> int:
 
     def one(cfg: BenchConfig) -> tuple[RunLog, int, int, float | None]:
         plan = build_plan(cfg)
-        log = eventloop.run(run_live(plan, timeout_s=args.timeout, say=say, concurrency=args.concurrency))
+        log = eventloop.run(run_live(plan, timeout_s=args.timeout, say=say, concurrency=args.concurrency,
+                                     settle_s=SETTLE_S))
         f = compute(plan, log)
-        return log, f.admitted, f.finished, None if f.wall_ms is None else f.wall_ms / 1000
+        return log, f.admitted, f.finished, None if f.wall_ms is None else (f.wall_ms - log.workloads_from_ms) / 1000
 
     try:
         rows = run_series(sizes, args.series_workloads, one, say)

@@ -69,6 +69,7 @@ class RunLog(msgspec.Struct, kw_only=True):
     dropped_events: int = 0
     processes: list[ProcessStats] = []  # the system under test, each process
     processes_at_start: list[ProcessStats] = []  # the same when the queues existed (live; set-up cost apart)
+    workloads_from_ms: float = 0.0  # when the workloads' creation began (live)
     runner: ProcessStats | None = None  # the benchmark's own process (not in the memory sum)
     cycles: int = 0  # admission cycles run (virtual mode)
 

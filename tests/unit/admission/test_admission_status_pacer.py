@@ -110,3 +110,54 @@ def test_a_partition_holds_a_queue_status_until_the_previous_one_came_back() -> 
     out, _ = p.plan([], NOW + 1)
     assert [o.msg_id for o in out.commands] == [command_id("lqstatus", 7, C, "demo/lq", "status:4")]
     assert not p.has_due(NOW + 1)
+
+
+def test_while_writes_are_busy_a_status_is_held_a_moment_and_one_back_to_what_was_sent_is_not_written() -> None:
+    pacer = StatusPacer(max_in_flight=2, hold_s=0.5)
+    assert _sent(pacer.pace([_result(_cq("a", 0), _cq("x", 1))], NOW)) == ["a:0", "x:1"]  # not busy: at once
+    pacer.settled(Sent("cqstatus", "a"))
+    assert _sent(pacer.pace([_result(_cq("y", 1))], NOW)) == ["y:1"]
+    assert _sent(pacer.pace([_result(_cq("a", 1))], NOW + 1)) == []  # two in flight: busy, so a is held ...
+    pacer.settled(Sent("cqstatus", "x"))
+    pacer.settled(Sent("cqstatus", "y"))
+    assert not pacer.has_ready(NOW + 1) and pacer.has_ready(NOW + 1.5) and pacer.next_due() == NOW + 1.5
+    assert _sent(pacer.pace([_result(_cq("a", 0))], NOW + 1.2)) == []  # ... and idle again within the hold
+    assert not pacer.held and pacer.next_due() is None and _sent(pacer.pace([], NOW + 2)) == []
+    assert _sent(pacer.pace([_result(_cq("b", 0))], NOW + 2)) == ["b:0"]
+    pacer.settled(Sent("cqstatus", "b"), applied=False)  # refused: what the API holds is not known
+    assert _sent(pacer.pace([_result(_cq("b", 0))], NOW + 2)) == ["b:0"]  # so the same status is written again
+
+
+def test_a_status_equal_to_one_still_in_flight_waits_for_its_outcome() -> None:
+    pacer = StatusPacer(max_in_flight=8)
+    assert _sent(pacer.pace([_result(_cq("a", 0))], NOW)) == ["a:0"]
+    assert _sent(pacer.pace([_result(_cq("a", 1))], NOW)) == []
+    assert _sent(pacer.pace([_result(_cq("a", 0))], NOW)) == []  # a:1 never went: a:0 is held
+    pacer.settled(Sent("cqstatus", "a"))
+    assert _sent(pacer.pace([], NOW)) == []  # a:0 was applied: nothing to write
+    pacer.pace([_result(_cq("a", 1))], NOW)
+    pacer.settled(Sent("cqstatus", "a"), applied=False)
+    assert _sent(pacer.pace([_result(_cq("a", 1))], NOW)) == ["a:1"]
+
+
+def test_a_partition_wakes_up_when_a_held_status_is_due() -> None:
+    p = Partition(C, 7, SchedulerConfig(), status_in_flight=1, status_hold_s=0.5)
+    for rec in world():
+        p.apply_record(rec)
+    p.mark_rebuilt()
+    _, first = _status_ids(p, NOW)
+    assert first == [command_id("cqstatus", 7, C, "cq", "status:1")]  # the LocalQueue's waits: busy, so held
+    assert p.on_outcome(outcome(first[0], 7, True))
+    assert not p.has_due(NOW) and p.next_wakeup() == NOW + 0.5 and p.has_due(NOW + 0.5)
+    out, _ = p.plan([], NOW + 0.5)
+    assert [o.msg_id for o in out.commands] == [command_id("lqstatus", 7, C, "demo/lq", "status:2")]
+
+
+def test_a_status_held_behind_its_queues_write_in_flight_sets_no_wake_up_before_that_write_is_lost() -> None:
+    pacer = StatusPacer(max_in_flight=8, hold_s=0.5)
+    assert _sent(pacer.pace([_result(_cq("a", 1))], NOW)) == ["a:1"]
+    assert _sent(pacer.pace([_result(_cq("a", 2))], NOW)) == []  # held behind a's write
+    # Its outcome wakes it; a wake-up already due would run the term over and over meanwhile.
+    assert pacer.next_due() == NOW + LOST_AFTER_S and not pacer.has_ready(NOW + 1)
+    pacer.settled(Sent("cqstatus", "a"))
+    assert pacer.has_ready(NOW + 1) and _sent(pacer.pace([], NOW + 1)) == ["a:2"]
