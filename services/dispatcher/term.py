@@ -64,6 +64,7 @@ from services.dispatcher.guard import run_guard
 from services.dispatcher.intake import may_concern, multikueue_checks
 from services.dispatcher.remotes import RemoteCluster
 from services.dispatcher.settings import DispatcherSettings
+from services.dispatcher.wakeups import Wakeups
 
 WRITER = "dispatcher"
 CONFIG_KINDS = ("admissioncheck", "multikueueconfig", "multikueuecluster")
@@ -88,6 +89,14 @@ async def _all(calls: Any) -> None:
     for r in results:
         if isinstance(r, BaseException):
             raise r
+
+
+class _Name(msgspec.Struct, frozen=True):
+    name: str = ""
+
+
+class _Named(msgspec.Struct, frozen=True):
+    metadata: _Name = _Name()
 
 
 def _stamp(at: float) -> str:
@@ -133,6 +142,7 @@ class Term:
         self._wake = asyncio.Event()
         self._topology_dirty = True
         self._busy: set[NsName] = set()
+        self.wakeups: Wakeups[NsName] = Wakeups(self.mark)  # Plan.wake_in: one timer per workload
         self.rounds: dict[str, tuple[float, tuple[str, ...]]] = {}  # uid -> Incremental round (start, nominated)
         self.finish_held: dict[str, float] = {}  # uid -> when its Finish was first held back (Plan.hold_finish)
         self.job_owner: dict[tuple[str, str, str], NsName] = {}  # manager (kind, ns, name) of a Job/JobSet -> workload
@@ -343,6 +353,7 @@ class Term:
         ns, name = key
         rec = self.view.get(subjects.ObjectKey(self.manager, "workload", ns, name))
         if rec is None:
+            self.wakeups.cancel(key)
             uid = self.deleted.pop(key, None)
             if uid is not None:
                 self.finish_held.pop(uid, None)
@@ -395,12 +406,13 @@ class Term:
         if plan.reset_round:
             self.rounds.pop(wl.metadata.uid, None)
             self.finish_held.pop(wl.metadata.uid, None)
+            self.wakeups.cancel((ns, name))
         if plan.hold_finish:
             self.finish_held.setdefault(wl.metadata.uid, time.time())
         if plan.round_started is not None:
             self.rounds[wl.metadata.uid] = (plan.round_started, plan.round_nominated)
         if plan.wake_in is not None:
-            asyncio.get_running_loop().call_later(max(plan.wake_in, 0.05), self.mark, (ns, name))
+            self.wakeups.wake_in((ns, name), plan.wake_in)
         if plan.awaiting_nomination and self.external is not None:
             await self.external.publish_pending(wl, check, [c for c in self.remotes if self.remotes[c].available])
         intents = self._not_sent_yet(wl, check, plan.manager, job_rec)
@@ -497,12 +509,14 @@ class Term:
         rc = self.remotes.get(cluster)
         if rc is None or rc.client is None or not rc.available:
             return
-        try:
-            async with asyncio.timeout(self.settings.remote_call_timeout_s):
-                raw = await rc.client.create(kind, ns, body)
-        except AlreadyExists:
-            return
-        rc.remember(kind, raw)
+        name = msgspec.json.decode(body, type=_Named).metadata.name
+        with rc.own_write(kind, ns, name):
+            try:
+                async with asyncio.timeout(self.settings.remote_call_timeout_s):
+                    raw = await rc.client.create(kind, ns, body)
+            except AlreadyExists:
+                return
+            rc.remember(kind, raw)
 
     async def _renew(self, cluster: str, ns: str, name: str, until: float) -> None:
         rc = self.remotes.get(cluster)
@@ -523,9 +537,12 @@ class Term:
         found = rc.job_for(ns, name)
         async with asyncio.timeout(self.settings.remote_call_timeout_s):  # a hang would hold the workload for good
             if found is not None:
+                job_name = found[1].metadata.name
+                with rc.own_write(found[0], ns, job_name):
+                    with contextlib.suppress(NotFound):
+                        await rc.client.delete(found[0], ns, job_name, propagation="Background")
+                    rc.forget(found[0], ns, job_name)
+            with rc.own_write("workload", ns, name):
                 with contextlib.suppress(NotFound):
-                    await rc.client.delete(found[0], ns, found[1].metadata.name, propagation="Background")
-                rc.forget(found[0], ns, found[1].metadata.name)
-            with contextlib.suppress(NotFound):
-                await rc.client.delete("workload", ns, name, propagation="Background")
-            rc.forget("workload", ns, name)
+                    await rc.client.delete("workload", ns, name, propagation="Background")
+                rc.forget("workload", ns, name)
