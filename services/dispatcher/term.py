@@ -145,6 +145,7 @@ class Term:
         self.wakeups: Wakeups[NsName] = Wakeups(self.mark)  # Plan.wake_in: one timer per workload
         self.rounds: dict[str, tuple[float, tuple[str, ...]]] = {}  # uid -> Incremental round (start, nominated)
         self.finish_held: dict[str, float] = {}  # uid -> when its Finish was first held back (Plan.hold_finish)
+        self.finish_synced: dict[str, float] = {}  # uid -> when its manager object first showed the copy's status
         self.job_owner: dict[tuple[str, str, str], NsName] = {}  # manager (kind, ns, name) of a Job/JobSet -> workload
         self.deleted: dict[NsName, str] = {}  # manager workloads seen deleted -> uid, until their copies are gone
         self.sent: dict[str, float] = {}  # memo of intents sent (see RESEND_AFTER_S) -> when
@@ -357,6 +358,7 @@ class Term:
             uid = self.deleted.pop(key, None)
             if uid is not None:
                 self.finish_held.pop(uid, None)
+                self.finish_synced.pop(uid, None)
                 await self._delete_copies_of(key, uid)
             return
         wl = self.view.typed(rec.key)
@@ -385,7 +387,8 @@ class Term:
         inp = Inputs(local=wl, check=check, clusters=tuple(views), remotes=remotes, remote_jobs=jobs,
                      local_job=local_job, owner=(ref.api_version, ref.kind) if ref is not None else None,
                      round_started=rnd[0] if rnd else None, round_nominated=rnd[1] if rnd else (),
-                     finish_held_since=self.finish_held.get(wl.metadata.uid), now=time.time())
+                     finish_held_since=self.finish_held.get(wl.metadata.uid),
+                     finish_synced_since=self.finish_synced.get(wl.metadata.uid), now=time.time())
         plan = reconcile(inp, self.core)
         await self._apply(wl, rec, check, plan, job_rec)
 
@@ -406,9 +409,12 @@ class Term:
         if plan.reset_round:
             self.rounds.pop(wl.metadata.uid, None)
             self.finish_held.pop(wl.metadata.uid, None)
+            self.finish_synced.pop(wl.metadata.uid, None)
             self.wakeups.cancel((ns, name))
         if plan.hold_finish:
             self.finish_held.setdefault(wl.metadata.uid, time.time())
+        if plan.finish_synced:
+            self.finish_synced.setdefault(wl.metadata.uid, time.time())
         if plan.round_started is not None:
             self.rounds[wl.metadata.uid] = (plan.round_started, plan.round_nominated)
         if plan.wake_in is not None:
