@@ -73,8 +73,10 @@ _json = msgspec.json.Encoder(order="sorted")
 # A manager-side intent already sent is not sent again while the manager's object still looks as it
 # did then (the watcher has not applied it yet, or it changed nothing), until this long has passed:
 # every copy's change on every worker re-decides the manager workload, and each repeat cost the
-# watcher a read and an outcome. A refused or lost command is sent again after this.
-RESEND_AFTER_S = 3.0
+# watcher a read and an outcome. A refused or lost command is sent again after this. (3 s was
+# shorter than the watcher's command backlog whenever the MultiKueue stack was CPU-bound: each Check
+# state and Finish went ~3 times, 2.5 times what it does, and the repeats deepened the backlog.)
+RESEND_AFTER_S = 10.0
 # ... and "looks as it did" includes these conditions with their transition times, so a workload
 # evicted and holding quota again is a new state: its nomination and check go out at once.
 _MEMO_CONDITIONS = (k.WORKLOAD_QUOTA_RESERVED, k.WORKLOAD_EVICTED, k.WORKLOAD_ADMITTED, k.WORKLOAD_FINISHED)
