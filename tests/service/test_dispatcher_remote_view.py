@@ -126,13 +126,14 @@ async def test_a_copy_we_deleted_leaves_the_view_at_once_and_comes_back_only_if_
 
 async def test_the_echoes_of_our_own_create_and_delete_reconcile_nothing(
         kube: KubeClient, remote: RemoteCluster, changed: list[set[NsName]]) -> None:
-    answer = await kube.create("workload", "ns", copy_doc("w7"))
-    assert remote.remember("workload", answer)  # the term's create: its answer is in the view first
+    with remote.own_write("workload", "ns", "w7"):  # as the term writes (its echo may come before the answer)
+        answer = await kube.create("workload", "ns", copy_doc("w7"))
+        remote.remember("workload", answer)  # the term's create: its answer is in the view
     created_rv = int(decode_object("workload", answer).metadata.resource_version)
-    changed.clear()
     await eventually(lambda: remote._seen.get("workload", 0) >= created_rv, what="the watch passed the creation")
-    await kube.delete("workload", "ns", "w7")
-    remote.forget("workload", "ns", "w7")  # the term's delete went through
+    with remote.own_write("workload", "ns", "w7"):
+        await kube.delete("workload", "ns", "w7")
+        remote.forget("workload", "ns", "w7")  # the term's delete went through
     await kube.create("workload", "ns", copy_doc("w8"))  # a copy created by someone else: a change
     await eventually(lambda: ("ns", "w8") in remote.workloads, what="the watch delivered w8")
     assert ("ns", "w7") not in set().union(*changed), changed  # neither echo was a change of the view
