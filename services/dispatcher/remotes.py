@@ -12,8 +12,9 @@ only the reason (kq.kube and core.clusters strip it).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -45,6 +46,15 @@ class _Listed(msgspec.Struct, frozen=True):
 
 _listed = msgspec.json.Decoder(_Listed)  # a resync compares versions without decoding every object
 _CATCH_UP_POLL_S = 0.25  # a resync waits for the watch to reach its list's version, looking this often
+
+
+def decision_inputs_differ(held: Any, obj: Any) -> bool:
+    """Whether a new version of a copy (Workload) or of its Job differs in what the dispatcher's
+    decisions read (core/flow.py): status, labels, annotations, deletion. An adoption (owner
+    reference), a finalizer or the Job's spec (unsuspended by the worker) are not read."""
+    a, b = held.metadata, obj.metadata
+    return (held.status != obj.status or a.deletion_timestamp != b.deletion_timestamp
+            or a.labels != b.labels or a.annotations != b.annotations)
 
 
 def _rv(text: str) -> int | None:
@@ -79,6 +89,7 @@ class RemoteCluster:
         self._job_index: dict[NsName, set[tuple[str, str, str]]] = {}  # workload -> (kind, ns, name); may be stale
         self._seen: dict[str, int] = {}  # kind -> the newest resourceVersion its list or watch delivered
         self.kinds: tuple[str, ...] = kinds  # job kinds the worker serves (no JobSet CRD: no "jobset")
+        self._own: dict[tuple[str, str, str], int] = {}  # (kind, ns, name) -> our creates/deletes of it in flight
         self.log = get_logger("kq.dispatcher.remote", cluster=name)
 
     @property
@@ -222,13 +233,20 @@ class RemoteCluster:
                         continue
                     table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
                     key = (obj.metadata.namespace, obj.metadata.name)
-                    # Only a change of the view is worth a reconcile: the echoes of our own creates
-                    # (remembered) and deletes (forgotten) are not (a third of the reconciles were).
+                    # Only a change of the view that a decision reads is worth a reconcile: not the
+                    # echoes of our own creates and deletes (remembered, forgotten, or still in
+                    # flight: the echo can come before the answer), nor a change of what no
+                    # decision reads (an adoption, a finalizer, the Job's spec).
+                    own = (kind, *key) in self._own
                     if ev.type == "DELETED":
-                        changed = table.pop(key, None) is not None
+                        changed = table.pop(key, None) is not None and not own
                     else:
                         held = table.get(key)
-                        changed = held is None or held.metadata.resource_version != obj.metadata.resource_version
+                        if held is None:
+                            changed = not own
+                        else:
+                            changed = (held.metadata.resource_version != obj.metadata.resource_version
+                                       and decision_inputs_differ(held, obj))
                         table[key] = obj
                         if kind != "workload":
                             self._index_job(kind, obj)
@@ -294,6 +312,20 @@ class RemoteCluster:
                 if kind != "workload":
                     self._index_job(kind, obj)
         return sorted(f"{ns}/{name}" for ns, name in wrong), touched
+
+    @contextlib.contextmanager
+    def own_write(self, kind: str, namespace: str, name: str) -> Iterator[None]:
+        """Around our own create or delete of an object: its watch echo, should it come before the
+        answer is remembered (or the object forgotten), is not taken for someone else's change."""
+        key = (kind, namespace, name)
+        self._own[key] = self._own.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            if self._own[key] <= 1:
+                del self._own[key]
+            else:
+                self._own[key] -= 1
 
     def remember(self, kind: str, raw: bytes) -> bool:
         """What our own create or patch returned, so a decision before the watch's echo sees it.

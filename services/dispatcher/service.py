@@ -23,6 +23,14 @@ from services.dispatcher.term import Term
 SERVICE = "dispatcher"
 
 
+def dispatcher_lease(bus: Bus, manager: str, holder: str, ttl: int) -> Lease:
+    """The dispatcher's lease for one manager. Renewed on a thread and NATS connection of its own: on
+    a loaded machine the term's loop (a reconnection relisting every worker, a burst of reconciles)
+    went past the 3 s TTL between renewals, and each new term connected to and listed every worker
+    again, which made the next loss likelier (the dispatcher lost it hundreds of times in a run)."""
+    return Lease(bus, SERVICE, manager, holder, ttl=ttl, clock=bus.clock, own_connection=True)
+
+
 async def main(bus: Bus, config: Config, settings: DispatcherSettings | None = None) -> None:
     settings = settings or DispatcherSettings()
     core = core_settings(config)
@@ -38,7 +46,7 @@ async def main(bus: Bus, config: Config, settings: DispatcherSettings | None = N
         await asyncio.Event().wait()
     manager = managers[0]
     holder = holder_name(config.instance)
-    lease = Lease(bus, SERVICE, manager.name, holder, ttl=settings.lease_ttl_s, clock=bus.clock)
+    lease = dispatcher_lease(bus, manager.name, holder, settings.lease_ttl_s)
     async with AsyncExitStack() as stack:
         client = await KubeClient.from_kubeconfig(manager.kubeconfig, user_agent="kq/dispatcher")
         stack.push_async_callback(client.close)

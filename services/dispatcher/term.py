@@ -64,6 +64,7 @@ from services.dispatcher.guard import run_guard
 from services.dispatcher.intake import may_concern, multikueue_checks
 from services.dispatcher.remotes import RemoteCluster
 from services.dispatcher.settings import DispatcherSettings
+from services.dispatcher.wakeups import Wakeups
 
 WRITER = "dispatcher"
 CONFIG_KINDS = ("admissioncheck", "multikueueconfig", "multikueuecluster")
@@ -72,8 +73,10 @@ _json = msgspec.json.Encoder(order="sorted")
 # A manager-side intent already sent is not sent again while the manager's object still looks as it
 # did then (the watcher has not applied it yet, or it changed nothing), until this long has passed:
 # every copy's change on every worker re-decides the manager workload, and each repeat cost the
-# watcher a read and an outcome. A refused or lost command is sent again after this.
-RESEND_AFTER_S = 3.0
+# watcher a read and an outcome. A refused or lost command is sent again after this. (3 s was
+# shorter than the watcher's command backlog whenever the MultiKueue stack was CPU-bound: each Check
+# state and Finish went ~3 times, 2.5 times what it does, and the repeats deepened the backlog.)
+RESEND_AFTER_S = 10.0
 # ... and "looks as it did" includes these conditions with their transition times, so a workload
 # evicted and holding quota again is a new state: its nomination and check go out at once.
 _MEMO_CONDITIONS = (k.WORKLOAD_QUOTA_RESERVED, k.WORKLOAD_EVICTED, k.WORKLOAD_ADMITTED, k.WORKLOAD_FINISHED)
@@ -88,6 +91,14 @@ async def _all(calls: Any) -> None:
     for r in results:
         if isinstance(r, BaseException):
             raise r
+
+
+class _Name(msgspec.Struct, frozen=True):
+    name: str = ""
+
+
+class _Named(msgspec.Struct, frozen=True):
+    metadata: _Name = _Name()
 
 
 def _stamp(at: float) -> str:
@@ -133,8 +144,10 @@ class Term:
         self._wake = asyncio.Event()
         self._topology_dirty = True
         self._busy: set[NsName] = set()
+        self.wakeups: Wakeups[NsName] = Wakeups(self.mark)  # Plan.wake_in: one timer per workload
         self.rounds: dict[str, tuple[float, tuple[str, ...]]] = {}  # uid -> Incremental round (start, nominated)
         self.finish_held: dict[str, float] = {}  # uid -> when its Finish was first held back (Plan.hold_finish)
+        self.finish_synced: dict[str, float] = {}  # uid -> when its manager object first showed the copy's status
         self.job_owner: dict[tuple[str, str, str], NsName] = {}  # manager (kind, ns, name) of a Job/JobSet -> workload
         self.deleted: dict[NsName, str] = {}  # manager workloads seen deleted -> uid, until their copies are gone
         self.sent: dict[str, float] = {}  # memo of intents sent (see RESEND_AFTER_S) -> when
@@ -343,9 +356,11 @@ class Term:
         ns, name = key
         rec = self.view.get(subjects.ObjectKey(self.manager, "workload", ns, name))
         if rec is None:
+            self.wakeups.cancel(key)
             uid = self.deleted.pop(key, None)
             if uid is not None:
                 self.finish_held.pop(uid, None)
+                self.finish_synced.pop(uid, None)
                 await self._delete_copies_of(key, uid)
             return
         wl = self.view.typed(rec.key)
@@ -374,7 +389,8 @@ class Term:
         inp = Inputs(local=wl, check=check, clusters=tuple(views), remotes=remotes, remote_jobs=jobs,
                      local_job=local_job, owner=(ref.api_version, ref.kind) if ref is not None else None,
                      round_started=rnd[0] if rnd else None, round_nominated=rnd[1] if rnd else (),
-                     finish_held_since=self.finish_held.get(wl.metadata.uid), now=time.time())
+                     finish_held_since=self.finish_held.get(wl.metadata.uid),
+                     finish_synced_since=self.finish_synced.get(wl.metadata.uid), now=time.time())
         plan = reconcile(inp, self.core)
         await self._apply(wl, rec, check, plan, job_rec)
 
@@ -395,12 +411,16 @@ class Term:
         if plan.reset_round:
             self.rounds.pop(wl.metadata.uid, None)
             self.finish_held.pop(wl.metadata.uid, None)
+            self.finish_synced.pop(wl.metadata.uid, None)
+            self.wakeups.cancel((ns, name))
         if plan.hold_finish:
             self.finish_held.setdefault(wl.metadata.uid, time.time())
+        if plan.finish_synced:
+            self.finish_synced.setdefault(wl.metadata.uid, time.time())
         if plan.round_started is not None:
             self.rounds[wl.metadata.uid] = (plan.round_started, plan.round_nominated)
         if plan.wake_in is not None:
-            asyncio.get_running_loop().call_later(max(plan.wake_in, 0.05), self.mark, (ns, name))
+            self.wakeups.wake_in((ns, name), plan.wake_in)
         if plan.awaiting_nomination and self.external is not None:
             await self.external.publish_pending(wl, check, [c for c in self.remotes if self.remotes[c].available])
         intents = self._not_sent_yet(wl, check, plan.manager, job_rec)
@@ -497,12 +517,14 @@ class Term:
         rc = self.remotes.get(cluster)
         if rc is None or rc.client is None or not rc.available:
             return
-        try:
-            async with asyncio.timeout(self.settings.remote_call_timeout_s):
-                raw = await rc.client.create(kind, ns, body)
-        except AlreadyExists:
-            return
-        rc.remember(kind, raw)
+        name = msgspec.json.decode(body, type=_Named).metadata.name
+        with rc.own_write(kind, ns, name):
+            try:
+                async with asyncio.timeout(self.settings.remote_call_timeout_s):
+                    raw = await rc.client.create(kind, ns, body)
+            except AlreadyExists:
+                return
+            rc.remember(kind, raw)
 
     async def _renew(self, cluster: str, ns: str, name: str, until: float) -> None:
         rc = self.remotes.get(cluster)
@@ -523,9 +545,12 @@ class Term:
         found = rc.job_for(ns, name)
         async with asyncio.timeout(self.settings.remote_call_timeout_s):  # a hang would hold the workload for good
             if found is not None:
+                job_name = found[1].metadata.name
+                with rc.own_write(found[0], ns, job_name):
+                    with contextlib.suppress(NotFound):
+                        await rc.client.delete(found[0], ns, job_name, propagation="Background")
+                    rc.forget(found[0], ns, job_name)
+            with rc.own_write("workload", ns, name):
                 with contextlib.suppress(NotFound):
-                    await rc.client.delete(found[0], ns, found[1].metadata.name, propagation="Background")
-                rc.forget(found[0], ns, found[1].metadata.name)
-            with contextlib.suppress(NotFound):
-                await rc.client.delete("workload", ns, name, propagation="Background")
-            rc.forget("workload", ns, name)
+                    await rc.client.delete("workload", ns, name, propagation="Background")
+                rc.forget("workload", ns, name)

@@ -126,14 +126,52 @@ async def test_a_copy_we_deleted_leaves_the_view_at_once_and_comes_back_only_if_
 
 async def test_the_echoes_of_our_own_create_and_delete_reconcile_nothing(
         kube: KubeClient, remote: RemoteCluster, changed: list[set[NsName]]) -> None:
-    answer = await kube.create("workload", "ns", copy_doc("w7"))
-    assert remote.remember("workload", answer)  # the term's create: its answer is in the view first
+    with remote.own_write("workload", "ns", "w7"):  # as the term writes (its echo may come before the answer)
+        answer = await kube.create("workload", "ns", copy_doc("w7"))
+        remote.remember("workload", answer)  # the term's create: its answer is in the view
     created_rv = int(decode_object("workload", answer).metadata.resource_version)
-    changed.clear()
     await eventually(lambda: remote._seen.get("workload", 0) >= created_rv, what="the watch passed the creation")
-    await kube.delete("workload", "ns", "w7")
-    remote.forget("workload", "ns", "w7")  # the term's delete went through
+    with remote.own_write("workload", "ns", "w7"):
+        await kube.delete("workload", "ns", "w7")
+        remote.forget("workload", "ns", "w7")  # the term's delete went through
     await kube.create("workload", "ns", copy_doc("w8"))  # a copy created by someone else: a change
     await eventually(lambda: ("ns", "w8") in remote.workloads, what="the watch delivered w8")
     assert ("ns", "w7") not in set().union(*changed), changed  # neither echo was a change of the view
     assert ("ns", "w8") in set().union(*changed)
+
+
+async def test_the_echoes_of_our_writes_still_in_flight_reconcile_nothing(
+        kube: KubeClient, remote: RemoteCluster, changed: list[set[NsName]]) -> None:
+    # Under load the watch can deliver the echo before the term has read its call's answer.
+    with remote.own_write("workload", "ns", "w9"):
+        answer = await kube.create("workload", "ns", copy_doc("w9"))
+        await eventually(lambda: ("ns", "w9") in remote.workloads, what="the echo of the create, answer unread")
+        remote.remember("workload", answer)
+    with remote.own_write("workload", "ns", "w9"):
+        await kube.delete("workload", "ns", "w9")
+        await eventually(lambda: ("ns", "w9") not in remote.workloads, what="the echo of the delete, answer unread")
+        remote.forget("workload", "ns", "w9")
+    await kube.create("workload", "ns", copy_doc("w10"))  # someone else's create: a change
+    await eventually(lambda: ("ns", "w10") in remote.workloads, what="the watch delivered w10")
+    assert ("ns", "w9") not in set().union(*changed), changed
+    assert ("ns", "w10") in set().union(*changed)
+
+
+async def test_only_a_change_a_decision_reads_reconciles(
+        kube: KubeClient, remote: RemoteCluster, changed: list[set[NsName]]) -> None:
+    await kube.create("workload", "ns", copy_doc("w11"))
+    await eventually(lambda: ("ns", "w11") in remote.workloads, what="the watch delivered the copy")
+    changed.clear()
+    # An adoption by its Job and a finalizer: nothing the dispatcher decides on.
+    job = decode_object("job", await kube.create("job", "ns", {
+        "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j11", "namespace": "ns"},
+        "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "i"}]}}}}))
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "j11", "uid": job.metadata.uid, "controller": True}
+    await kube.patch("workload", "ns", "w11", {"metadata": {"ownerReferences": [owner], "finalizers": ["x/y"]}},
+                     patch_type="merge")
+    await kube.patch("workload", "ns", "w11", ADMITTED, patch_type="merge", subresource="status")
+    await eventually(lambda: admitted(remote.workloads.get(("ns", "w11"))), what="the watch delivered the admission")
+    held = remote.workloads[("ns", "w11")]
+    assert held.metadata.owner_references and held.metadata.finalizers  # the view holds the adoption too
+    assert [keys for keys in changed if ("ns", "w11") in keys] == [{("ns", "w11")}]  # the admission only

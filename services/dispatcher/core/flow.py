@@ -23,6 +23,7 @@ from kq.api.meta import Condition, find_condition, parse_time
 from .kinds import ADAPTERS, ADAPTERS_BY_TOKEN, RemoteJob, token_of
 from .model import (
     FINISH_HOLD_S,
+    FINISH_UNSYNCED_S,
     LEASE_ANNOTATION,
     ClusterView,
     Finish,
@@ -128,16 +129,22 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
             # It ran and finished before its cluster was recorded (a dispatcher restart in between):
             # record where, so the manager says where it ran.
             manager.append(SetCheck(state=k.CHECK_READY, message=f'The workload was admitted on "{c}"', cluster_name=c))
-        if inp.local_job is not None and rjob is not None and inp.local_job.status != rjob.status:
+        synced = inp.local_job is None or rjob is None or inp.local_job.status == rjob.status
+        if not synced and rjob is not None:
             manager.append(SyncJob(status=rjob.status))
         if rjob is not None:
             # The manager's integration finishes the Workload from the synced status (suspended or
-            # not); the Finish is the fallback, after FINISH_HOLD_S.
-            since = inp.finish_held_since if inp.finish_held_since is not None else inp.now
-            left = FINISH_HOLD_S - (inp.now - since)
+            # not); the Finish is the fallback, FINISH_HOLD_S after the status shows on the manager
+            # (FINISH_UNSYNCED_S after the copy finished, should it never show).
+            if synced:
+                since = inp.finish_synced_since if inp.finish_synced_since is not None else inp.now
+                left = FINISH_HOLD_S - (inp.now - since)
+            else:
+                since = inp.finish_held_since if inp.finish_held_since is not None else inp.now
+                left = FINISH_UNSYNCED_S - (inp.now - since)
             if left > 0:
-                return Plan(delete=stale, manager=tuple(manager), hold_finish=True, wake_in=left,
-                            why=f"finished on {c}: the manager's job finishes it")
+                return Plan(delete=stale, manager=tuple(manager), hold_finish=True, finish_synced=synced,
+                            wake_in=left, why=f"finished on {c}: the manager's job finishes it")
         manager.append(Finish(reason=cond.reason, message=cond.message))
         return Plan(delete=stale, manager=tuple(manager), why=f"finished on {c}")
 

@@ -43,6 +43,11 @@ LEASE_MIN_TIMEOUT_S = 16.0
 # dispatcher's Finish waits this long for that before it is sent: sent at once it came second every
 # time and was refused (a command, a decision and an outcome a job for nothing).
 FINISH_HOLD_S = 2.0
+# ... counted from the moment the manager's object shows the worker's finished status (its integration
+# finishes the Workload from that very update): counted from the copy's finish, under load the hold ran
+# out before the status had even landed, and 1.8 Finish commands a job were sent and refused. Should
+# the status never land, the Finish goes this long after the copy finished.
+FINISH_UNSYNCED_S = 10.0
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
@@ -88,6 +93,7 @@ class Inputs(msgspec.Struct, frozen=True, kw_only=True):
     round_started: float | None = None  # Incremental: when the current nomination round began
     round_nominated: tuple[str, ...] = ()  # Incremental: what that round nominated (until the mirror shows it)
     finish_held_since: float | None = None  # when a Finish was first held back (Plan.hold_finish)
+    finish_synced_since: float | None = None  # ... and first held with the manager's status synced (Plan.finish_synced)
     now: float
 
 
@@ -128,4 +134,5 @@ class Plan(msgspec.Struct, frozen=True, kw_only=True):
     reset_round: bool = False  # Incremental: the workload left dispatch (no quota): forget its round
     awaiting_nomination: bool = False  # External: waiting for someone to nominate
     hold_finish: bool = False  # a finished copy's Finish is held back (FINISH_HOLD_S): remember since when
+    finish_synced: bool = False  # ... and the manager's object shows the copy's status: remember since when
     why: str = ""  # the branch taken, for the decision log

@@ -16,6 +16,7 @@ from services.dispatcher.core.flow import reconcile
 from services.dispatcher.core.guard import expired_copies
 from services.dispatcher.core.model import (
     FINISH_HOLD_S,
+    FINISH_UNSYNCED_S,
     LEASE_ANNOTATION,
     ClusterView,
     Finish,
@@ -76,14 +77,15 @@ def test_finished_copy_finishes_the_manager_workload_with_its_reason() -> None:
     failed = cond(k.WORKLOAD_FINISHED, reason="Failed", message="Job failed")
     done = JobStatus(failed=1, conditions=())
     inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T, finished=failed)},
-                 jobs={"w1": job(status=done)}, finish_held_since=100.0 - FINISH_HOLD_S)
+                 jobs={"w1": job(status=done)}, finish_held_since=100.0 - FINISH_UNSYNCED_S)
     plan = reconcile(inp, SETTINGS)
     assert plan.manager == (SyncJob(status=done), Finish(reason="Failed", message="Job failed"))
 
 
 def test_finish_waits_for_the_manager_job_to_finish_its_workload_then_is_sent() -> None:
-    """The manager Job gets the worker's status and its integration finishes the Workload: the
-    Finish is held FINISH_HOLD_S for that, then sent (the fallback)."""
+    """The manager Job gets the worker's status and its integration finishes the Workload from
+    that update: the Finish is held FINISH_HOLD_S from the moment the manager Job shows the status,
+    then sent (the fallback); FINISH_UNSYNCED_S after the copy finished should it never show."""
     ok = cond(k.WORKLOAD_FINISHED, reason="Succeeded", message="done")
     done = JobStatus(succeeded=1)
     inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T, finished=ok)},
@@ -91,13 +93,21 @@ def test_finish_waits_for_the_manager_job_to_finish_its_workload_then_is_sent() 
     no_job = reconcile(replace(inp, remote_jobs={}), SETTINGS)  # nothing to sync a status from: at once
     assert no_job.manager == (Finish(reason="Succeeded", message="done"),) and not no_job.hold_finish
     held = reconcile(inp, SETTINGS)
-    assert held.manager == (SyncJob(status=done),) and held.hold_finish and held.wake_in == FINISH_HOLD_S
-    synced = replace(inp, local_job=job(suspend=False, status=done), finish_held_since=inp.now - 1.0)
-    again = reconcile(synced, SETTINGS)
+    assert held.manager == (SyncJob(status=done),) and held.hold_finish and not held.finish_synced
+    assert held.wake_in == FINISH_UNSYNCED_S
+    # The status has not landed on the manager yet (a loaded watcher): no Finish to race its integration.
+    slow = reconcile(replace(inp, finish_held_since=inp.now - FINISH_HOLD_S - 1.0), SETTINGS)
+    assert slow.manager == (SyncJob(status=done),) and slow.hold_finish
+    synced = replace(inp, local_job=job(suspend=False, status=done), finish_held_since=inp.now - 5.0)
+    landed = reconcile(synced, SETTINGS)
+    assert landed.manager == () and landed.hold_finish and landed.finish_synced and landed.wake_in == FINISH_HOLD_S
+    again = reconcile(replace(synced, finish_synced_since=inp.now - 1.0), SETTINGS)
     assert again.manager == () and again.hold_finish and again.wake_in is not None
     assert abs(again.wake_in - (FINISH_HOLD_S - 1.0)) < 1e-9
-    late = reconcile(replace(synced, finish_held_since=inp.now - FINISH_HOLD_S), SETTINGS)
+    late = reconcile(replace(synced, finish_synced_since=inp.now - FINISH_HOLD_S), SETTINGS)
     assert late.manager == (Finish(reason="Succeeded", message="done"),) and not late.hold_finish
+    never = reconcile(replace(inp, finish_held_since=inp.now - FINISH_UNSYNCED_S), SETTINGS)
+    assert never.manager == (SyncJob(status=done), Finish(reason="Succeeded", message="done"))
 
 
 def test_finished_or_evicted_manager_workload_removes_every_copy() -> None:
@@ -218,7 +228,7 @@ def test_guard_stops_only_reserved_copies_whose_lease_ran_out() -> None:
 def test_finished_before_its_cluster_was_recorded_records_it_then_finishes() -> None:
     ok = cond(k.WORKLOAD_FINISHED, reason="Succeeded", message="done")
     inp = inputs(local(state="Pending"), remotes={"w2": copy(admitted_at=T, finished=ok)}, jobs={"w2": job()},
-                 finish_held_since=100.0 - FINISH_HOLD_S)
+                 finish_held_since=100.0 - FINISH_HOLD_S, finish_synced_since=100.0 - FINISH_HOLD_S)
     plan = reconcile(inp, SETTINGS)
     assert plan.manager[0] == SetCheck(state="Ready", message='The workload was admitted on "w2"', cluster_name="w2")
     assert plan.manager[-1] == Finish(reason="Succeeded", message="done")
