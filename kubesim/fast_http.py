@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 import msgspec
-from multidict import CIMultiDict, MultiDict
+from multidict import MultiDict
 
 from kubesim.api_http import ApiServer, Target, parse_target, verb_of
 from kubesim.cluster import Cluster
@@ -42,8 +42,9 @@ class FastPath:
         self._api = api
         self._clusters = clusters
 
-    def answer(self, method: str, target: str, headers: CIMultiDict[str], body: bytes) -> Answer | None:
-        """(status, JSON body, extra headers), or None: aiohttp's path must take this request."""
+    def answer(self, method: str, target: str, headers: Mapping[str, str], body: bytes) -> Answer | None:
+        """(status, JSON body, extra headers), or None: aiohttp's path must take this request.
+        `headers`: names in lower case."""
         if method not in _FAST_METHODS:
             return None
         path, _, qs = target.partition("?")
@@ -58,7 +59,7 @@ class FastPath:
             return None
         query: MultiDict[str] = MultiDict(parse_qsl(qs, keep_blank_values=True)) if qs else MultiDict()
         try:
-            user = cluster.authn.user(headers)
+            user = cluster.authn.user_of(headers.get("user-agent"), headers.get("authorization"))
             parsed = parse_target(tail.strip("/").split("/"), path)
             if not isinstance(parsed, Target):
                 return None
@@ -66,7 +67,7 @@ class FastPath:
             if verb == "watch":
                 return None
             self._api.admit(cluster, user, parsed, verb)
-            status, data = self._api.plain(cluster, parsed, verb, query, headers.get("Content-Type"), body)
+            status, data = self._api.plain(cluster, parsed, verb, query, headers.get("content-type"), body)
             return status, data, None
         except ApiError as e:
             return e.code, _encode(e.status()), e.headers
@@ -95,6 +96,7 @@ class FrontProtocol(asyncio.Protocol):
         self._live = live
         self._buf = bytearray()
         self._inner: Any = None  # the aiohttp RequestHandler, once handed off
+        self._pending: Callable[[], None] | None = None  # the hand-off, due after the answers before it
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -106,48 +108,62 @@ class FrontProtocol(asyncio.Protocol):
             self._inner.data_received(data)
             return
         self._buf += data
+        # Pipelined requests read together are answered with one write (one send for them all).
+        out: list[bytes] = []
         while self._inner is None and self._buf:
-            if not self._serve_one():
-                return
+            answer = self._serve_one()
+            if answer is None:
+                break
+            out.append(answer)
+        if out:
+            assert self.transport is not None
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        if self._pending is not None:
+            self._pending()
 
-    def _serve_one(self) -> bool:
-        """Answer the first buffered request; False when it is not complete yet or was handed off."""
+    def _serve_one(self) -> bytes | None:
+        """The answer to the first buffered request; None when it is not complete yet or must be
+        handed off (then self._pending hands it off once the answers before it are written)."""
         buf = self._buf
         end = buf.find(b"\r\n\r\n")
         if end < 0:
             if len(buf) > _MAX_HEAD:
-                self._hand_off()
-            return False
-        lines = buf[:end].decode("latin-1").split("\r\n")
-        request_line = lines[0].split(" ")
-        if len(request_line) != 3 or request_line[2] != "HTTP/1.1":
-            self._hand_off()
-            return False
-        headers: CIMultiDict[str] = CIMultiDict()
-        for line in lines[1:]:
+                self._pending = self._hand_off
+            return None
+        request_line, _, rest = buf[:end].decode("latin-1").partition("\r\n")
+        method, _, tail = request_line.partition(" ")
+        target, _, version = tail.partition(" ")
+        if version != "HTTP/1.1" or " " in target:
+            self._pending = self._hand_off
+            return None
+        headers: dict[str, str] = {}
+        for line in rest.split("\r\n") if rest else ():
             name, sep, value = line.partition(":")
             if not sep or not name or name[-1] in " \t":
-                self._hand_off()
-                return False
-            headers.add(name, value.strip())
-        length = headers.get("Content-Length", "0")
-        if (any(h in headers for h in _HANDED_OFF) or headers.get("Connection", "").lower() == "close"
+                self._pending = self._hand_off
+                return None
+            key = name.lower()
+            value = value.strip()
+            # A repeated header is its values joined, as HTTP reads it (a doubled Content-Length is then
+            # not a number, and aiohttp answers it).
+            headers[key] = f"{headers[key]}, {value}" if key in headers else value
+        length = headers.get("content-length", "0")
+        if (any(h in headers for h in _HANDED_OFF) or headers.get("connection", "").lower() == "close"
                 or not length.isdigit()):
-            self._hand_off()
-            return False
+            self._pending = self._hand_off
+            return None
         total = end + 4 + int(length)
         if len(buf) < total:
-            return False
-        answer = self._fast.answer(request_line[0], request_line[1], headers, bytes(buf[end + 4:total]))
+            return None
+        answer = self._fast.answer(method, target, headers, bytes(buf[end + 4:total]))
         if answer is None:
-            self._hand_off()
-            return False
+            self._pending = self._hand_off
+            return None
         del buf[:total]
-        assert self.transport is not None
-        self.transport.write(_response(*answer))
-        return True
+        return _response(*answer)
 
     def _hand_off(self) -> None:
+        self._pending = None
         handler = self._make_handler()
         self._inner = handler
         handler.connection_made(self.transport)
