@@ -195,6 +195,7 @@ async def _drive(stack: Stack, plan: BenchPlan, clock: Clock, log: RunLog, timeo
             except KubeError as e:
                 raise BenchRunError(f"creating the queues: {e}") from e
             log.processes_at_start = _stack_processes(stack)
+            log.runner_at_start = process_stats("the runner (not in the sum)", os.getpid())
             say(f"queues created at t={clock.now_ms() / 1000:.1f}s; creating {len(plan.workloads)} workloads")
             creator = _Creator(client, plan, clock, log, concurrency)
             tasks.append(asyncio.create_task(creator.run(clock.now_ms())))
