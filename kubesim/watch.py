@@ -102,7 +102,7 @@ class Watcher:
         self.match = match
         self.buf: deque[bytes] = deque()
         self.wake = asyncio.Event()
-        self.closed: str | None = None  # why it was closed: "overflow" | "cut" | "cut-mid" | "disconnect"
+        self.closed: str | None = None  # why: "overflow" | "cut" | "cut-mid" | "disconnect" | "gone" (client)
         self._limit = limit
 
     def offer(self, ev: Event) -> None:
