@@ -249,6 +249,10 @@ class Store:
             )
         if kind is not None and kind != rt.kind:
             raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+        if av is not None and kind is not None:
+            keys = iter(obj)
+            if next(keys) == "apiVersion" and next(keys) == "kind":
+                return obj  # already so (most writes): no copy
         out = {"apiVersion": rt.api_version, "kind": rt.kind}
         out.update((k, v) for k, v in obj.items() if k != "apiVersion" and k != "kind")
         return out
