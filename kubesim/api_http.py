@@ -83,7 +83,7 @@ def parse_target(segs: list[str], path: str) -> Target | dict[str, Any] | str:
     if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
         ns, rest = rest[1], rest[2:]
     rt = lookup(group, version, rest[0])
-    if rt is None or len(rest) > 3 or any(not s for s in rest) or (ns is not None and not rt.namespaced):
+    if rt is None or len(rest) > 3 or "" in rest or (ns is not None and not rt.namespaced):
         raise _not_found_path(path)
     name = rest[1] if len(rest) > 1 else None
     sub = rest[2] if len(rest) > 2 else None
