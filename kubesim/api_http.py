@@ -13,10 +13,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import yaml
@@ -27,7 +25,7 @@ from kubesim.cluster import Cluster
 from kubesim.errors import ApiError, bad_request, conflict, method_not_allowed, success
 from kubesim.resources import PODS, ResourceType, lookup
 from kubesim.selectors import matcher, parse_field_selector, parse_label_selector
-from kubesim.watch import BOOKMARK, ERROR, Alarm, event_line
+from kubesim.watch_http import OpenWatch, ResponseSink, WatchSink, open_watch, stream_watch
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -36,8 +34,7 @@ _JSON_TYPES = ("application/json", "")
 _YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(NamedTuple):  # one per request: a tuple is built in a fraction of a frozen dataclass's time
     rt: ResourceType
     ns: str | None  # None: a namespaced resource across all namespaces; "" for cluster-scoped
     name: str | None
@@ -86,7 +83,7 @@ def parse_target(segs: list[str], path: str) -> Target | dict[str, Any] | str:
     if rest[0] == "namespaces" and len(rest) >= 3 and not (len(rest) == 3 and rest[2] in ("status", "finalize")):
         ns, rest = rest[1], rest[2:]
     rt = lookup(group, version, rest[0])
-    if rt is None or len(rest) > 3 or any(not s for s in rest) or (ns is not None and not rt.namespaced):
+    if rt is None or len(rest) > 3 or "" in rest or (ns is not None and not rt.namespaced):
         raise _not_found_path(path)
     name = rest[1] if len(rest) > 1 else None
     sub = rest[2] if len(rest) > 2 else None
@@ -112,12 +109,6 @@ def verb_of(method: str, t: Target, query: Mapping[str, str]) -> str:
     elif method == "DELETE":
         return "delete" if t.name is not None else "deletecollection"
     raise method_not_allowed()
-
-
-# An idle watch without bookmarks looks this often whether its client went away. Each look is a
-# timer and a wake-up: at 1 s, the ~700 watches of a manager and 20 workers cost kubesim 30 ms of
-# CPU a second doing nothing.
-_GONE_CHECK_S = 5.0
 
 
 class ApiServer:
@@ -152,14 +143,19 @@ class ApiServer:
             verb = verb_of(request.method, parsed, request.query)
             self.admit(cluster, user, parsed, verb)
             if verb == "watch":
-                if request.query.get("dryRun"):
-                    raise bad_request("kubesim does not support dryRun")
-                return await self._watch(request, cluster, parsed)
+                opened = open_watch(cluster, parsed.rt, parsed.ns, request.query, request.headers.get("User-Agent", ""))
+                sink = ResponseSink(request)
+                await self.stream_watch(sink, cluster, opened)
+                return sink.resp
             data = await request.read()
             status, body = self.plain(cluster, parsed, verb, request.query, request.headers.get("Content-Type"), data)
             return _json(body, status)
         except ApiError as e:
             return error_response(e)
+
+    async def stream_watch(self, sink: WatchSink, cluster: Cluster, opened: OpenWatch) -> None:
+        """The answer of a watch opened by kubesim.watch_http.open_watch (also kubesim/fast_http.py's)."""
+        await stream_watch(sink, cluster, opened, bookmark_s=self._bookmark_s, flush_s=self._flush_s)
 
     def admit(self, cluster: Cluster, user: str, t: Target, verb: str) -> None:
         """Log the call (kubesim/authn.py) and answer an injected error fault, if one matches."""
@@ -242,112 +238,12 @@ class ApiServer:
             entries = entries[:limit]
         return _list_body(rt, meta, [e.raw for e in entries])
 
-    # --- watch ---
-
-    async def _watch(self, request: web.BaseRequest, cluster: Cluster, t: Target) -> web.StreamResponse:
-        store, rt, q = cluster.store, t.rt, request.query
-        match = matcher(parse_label_selector(q.get("labelSelector")), parse_field_selector(q.get("fieldSelector"), rt))
-        bookmarks = q.get("allowWatchBookmarks", "").lower() in _TRUE
-        try:
-            timeout = float(q["timeoutSeconds"]) if q.get("timeoutSeconds") else None
-        except ValueError:
-            raise bad_request(f"timeoutSeconds: not a number: {q.get('timeoutSeconds')!r}") from None
-        if timeout is not None and timeout <= 0:
-            timeout = None  # 0 means "the server's default", which here is no limit
-        rv_text = q.get("resourceVersion", "")
-        resp = web.StreamResponse(status=200, headers={"Content-Type": "application/json"})
-        resp.enable_chunked_encoding()
-        # What happened before and the live feed are taken in the same loop turn: nothing is lost.
-        if rv_text in ("", "0"):
-            initial = [event_line("ADDED", e.raw) for e in store.list(rt, t.ns, match)]
-        else:
-            try:
-                after = int(rv_text)
-            except ValueError:
-                raise bad_request(f"resourceVersion: not a valid resource version: {rv_text!r}") from None
-            try:
-                initial = store.hub.replay(rt.key, t.ns, match, after, store.rv)
-            except ApiError as e:  # 410 Gone arrives as an ERROR event on a 200 stream
-                await resp.prepare(request)
-                await resp.write(event_line(ERROR, _encode(e.status())))
-                await resp.write_eof()
-                return resp
-        w = store.hub.open(rt.key, t.ns, match, request.headers.get("User-Agent", ""))
-        loop = asyncio.get_running_loop()
-        alarm = Alarm(loop, w.wake)
-        try:
-            await resp.prepare(request)
-            if initial:
-                await resp.write(b"".join(initial))
-            deadline = loop.time() + timeout if timeout else None
-            next_bookmark = loop.time() + self._bookmark_s
-            # With bookmarks, each bookmark's write finds a client that went away: no extra wake-ups.
-            next_check = math.inf if bookmarks else loop.time() + _GONE_CHECK_S
-            flushed_at = -self._flush_s
-            while True:
-                if w.buf:
-                    # At most one write per flush interval: under load the events of a few ms go out
-                    # in one chunk (one syscall here, one read in the client); an idle watch writes at once.
-                    wait = flushed_at + self._flush_s - loop.time()
-                    if wait > 0:
-                        await asyncio.sleep(wait)
-                    data = w.drain()
-                    if data:
-                        await resp.write(data)
-                    flushed_at = loop.time()
-                    continue
-                if w.closed is not None:
-                    break
-                now = loop.time()
-                if deadline is not None and now >= deadline:
-                    if bookmarks:
-                        await resp.write(self._bookmark(cluster, rt))
-                    break
-                if bookmarks and now >= next_bookmark:
-                    await resp.write(self._bookmark(cluster, rt))
-                    next_bookmark = now + self._bookmark_s
-                    continue
-                if now >= next_check:
-                    if request.transport is None or request.transport.is_closing():
-                        break  # the client went away
-                    next_check = now + _GONE_CHECK_S
-                alarm.ring_at(min(deadline or math.inf, next_bookmark if bookmarks else math.inf, next_check))
-                w.wake.clear()  # nothing is buffered: only a new event or the alarm wakes us
-                await w.wake.wait()
-            why = w.closed
-            if why in ("cut-mid", "disconnect"):
-                if why == "cut-mid":
-                    half = self._bookmark(cluster, rt)
-                    await resp.write(half[: len(half) // 2])
-                    await _flushed(request)
-                return _drop(request, resp)
-            await resp.write_eof()
-        except (ConnectionResetError, ConnectionError):
-            pass  # the client is gone
-        finally:
-            alarm.cancel()
-            store.hub.close(w)
-        return resp
-
-    def _bookmark(self, cluster: Cluster, rt: ResourceType) -> bytes:
-        obj = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(cluster.store.rv)}}
-        return event_line(BOOKMARK, _encode(obj))
-
 
 def _drop(request: web.BaseRequest, resp: web.StreamResponse | None = None) -> web.StreamResponse:
     """Cut the connection without an answer (a partitioned or crashed API server)."""
     if request.transport is not None:
         request.transport.abort()
     return resp if resp is not None else web.Response(status=503)
-
-
-async def _flushed(request: web.BaseRequest) -> None:
-    """Let the half-written chunk reach the client before the connection is cut."""
-    for _ in range(100):
-        tr = request.transport
-        if tr is None or tr.is_closing() or tr.get_write_buffer_size() == 0:
-            return
-        await asyncio.sleep(0.001)
 
 
 def _list_body(rt: ResourceType, meta: dict[str, Any], items: list[bytes]) -> bytes:

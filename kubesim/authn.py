@@ -28,9 +28,13 @@ class Authn:
 
     def user(self, headers: Mapping[str, str]) -> str:
         """The caller; raises 401 when tokens are on and the request has no known one."""
+        return self.user_of(headers.get("User-Agent"), headers.get("Authorization"))
+
+    def user_of(self, agent: str | None, authorization: str | None) -> str:
+        """user() from the two header values (the connection front keeps headers in a plain dict)."""
         if self.tokens is None:
-            return (headers.get("User-Agent") or "unknown").split(" ", 1)[0]
-        auth = headers.get("Authorization", "")
+            return (agent or "unknown").split(" ", 1)[0]
+        auth = authorization or ""
         token = auth[len("Bearer "):] if auth.startswith("Bearer ") else ""
         user = self.tokens.get(token)
         if user is None:

@@ -22,15 +22,14 @@ class ResourceType:
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     extra_subresources: tuple[str, ...] = field(default=())
+    # Derived once (read on every request and commit): identity inside a cluster's store,
+    # plural.group (plural for core), and group/version (version for core).
+    key: str = field(init=False, repr=False, compare=False)
+    api_version: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        """Identity inside a cluster's store: plural.group (plural for core)."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.plural}.{self.group}" if self.group else self.plural)
+        object.__setattr__(self, "api_version", f"{self.group}/{self.version}" if self.group else self.version)
 
     @property
     def singular(self) -> str:

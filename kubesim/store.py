@@ -14,7 +14,6 @@ from __future__ import annotations
 import builtins
 import random
 import time
-import uuid
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
@@ -33,6 +32,9 @@ _decode = msgspec.json.Decoder().decode
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _SERVER_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 _AUTO_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# RFC 4122 version 4: the variant bits (10) and the version nibble (4), as uuid.UUID(version=4) sets them.
+_UUID_CLEAR = ~((0xC000 << 48) | (0xF000 << 64)) & ((1 << 128) - 1)
+_UUID_V4 = (0x8000 << 48) | (4 << 76)
 
 Key = tuple[str, str, str]  # (resource key, namespace or "", name)
 Listener = Callable[[str, ResourceType, Mapping[str, Any] | None, Mapping[str, Any]], None]
@@ -81,7 +83,9 @@ def now_rfc3339(t: float | None = None) -> str:
 
 
 def owner_uids(obj: Mapping[str, Any]) -> tuple[str, ...]:
-    refs = obj.get("metadata", {}).get("ownerReferences") or ()
+    refs = obj.get("metadata", {}).get("ownerReferences")
+    if not refs:
+        return ()  # most objects: no generator to build
     return tuple(r["uid"] for r in refs if isinstance(r, dict) and "uid" in r)
 
 
@@ -245,6 +249,10 @@ class Store:
             )
         if kind is not None and kind != rt.kind:
             raise bad_request(f"the kind in the data ({kind}) does not match the expected kind ({rt.kind})")
+        if av is not None and kind is not None:
+            keys = iter(obj)
+            if next(keys) == "apiVersion" and next(keys) == "kind":
+                return obj  # already so (most writes): no copy
         out = {"apiVersion": rt.api_version, "kind": rt.kind}
         out.update((k, v) for k, v in obj.items() if k != "apiVersion" and k != "kind")
         return out
@@ -275,7 +283,11 @@ class Store:
         raise already_exists(rt, prefix)
 
     def new_uid(self) -> str:
-        return str(uuid.UUID(int=self._rng.getrandbits(128), version=4))
+        """A version-4 UUID from the seeded PRNG: str(uuid.UUID(int=n, version=4)), formatted
+        without building the UUID object (one per created object)."""
+        n = (self._rng.getrandbits(128) & _UUID_CLEAR) | _UUID_V4
+        h = f"{n:032x}"
+        return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
     # --- update ---
 

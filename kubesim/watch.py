@@ -43,6 +43,14 @@ class Event:
     prev: Mapping[str, Any] | None  # the object before a MODIFIED
     raw: bytes  # `obj` encoded
     prev_raw: bytes | None = None  # `prev` encoded
+    line: bytes | None = None  # the watch line of `etype`, made once for all the watchers that get it
+
+    def line_as(self, etype: str) -> bytes:
+        if etype != self.etype:
+            return event_line(etype, self.raw)  # a selector's view (ADDED / DELETED for a MODIFIED)
+        if self.line is None:
+            self.line = event_line(etype, self.raw)
+        return self.line
 
 
 class _Past:
@@ -102,7 +110,7 @@ class Watcher:
         self.match = match
         self.buf: deque[bytes] = deque()
         self.wake = asyncio.Event()
-        self.closed: str | None = None  # why it was closed: "overflow" | "cut" | "cut-mid" | "disconnect"
+        self.closed: str | None = None  # why: "overflow" | "cut" | "cut-mid" | "disconnect" | "gone" (client)
         self._limit = limit
 
     def offer(self, ev: Event) -> None:
@@ -111,7 +119,7 @@ class Watcher:
         etype = translate(ev, self.match)
         if etype is None:
             return
-        self.buf.append(event_line(etype, ev.raw))
+        self.buf.append(ev.line_as(etype))
         if len(self.buf) > self._limit:
             # Too slow: end the watch; the client resumes from the last rv it has seen.
             self.buf.clear()

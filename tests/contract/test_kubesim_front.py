@@ -9,6 +9,7 @@ import json
 from urllib.parse import urlsplit
 
 import pytest
+from support.wait import eventually
 
 from kubesim.server import KubeSim
 
@@ -98,3 +99,40 @@ async def test_watch_and_control_after_plain_requests(sim: KubeSim) -> None:
         assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "w1")]
     finally:
         writer.close()
+
+
+async def test_a_watch_streams_on_the_front_and_the_connection_serves_on(sim: KubeSim) -> None:
+    reader, writer = await _connect(sim)
+    try:
+        writer.write(_post("before") + _get(f"{_NS}?watch=1&resourceVersion=0&timeoutSeconds=1"))
+        assert (await _response(reader))[0] == 201
+        # Sent while the watch runs: answered on the same connection once the watch has ended.
+        writer.write(_get(f"{_NS}/before"))
+        status, headers, data = await _response(reader)
+        assert status == 200 and headers.get("transfer-encoding") == "chunked"
+        events = [json.loads(line) for line in data.splitlines() if line]
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "before")]
+        status, _, data = await _response(reader)
+        assert status == 200 and json.loads(data)["metadata"]["name"] == "before"
+    finally:
+        writer.close()
+
+
+async def test_a_live_watch_on_the_front_gets_events_and_ends_when_its_client_goes(sim: KubeSim) -> None:
+    cluster = sim.cluster("manager")
+    reader, writer = await _connect(sim)
+    try:
+        writer.write(_get(f"{_NS}?watch=1&resourceVersion=0"))
+        assert (await reader.readuntil(b"\r\n\r\n")).startswith(b"HTTP/1.1 200 OK\r\n")
+        await eventually(lambda: cluster.state()["openWatches"] == 1, what="the watch is open")
+        r2, w2 = await _connect(sim)
+        w2.write(_post("live"))
+        assert (await _response(r2))[0] == 201
+        w2.close()
+        size = int((await reader.readline()).strip(), 16)
+        event = json.loads(await reader.readexactly(size))
+        assert (event["type"], event["object"]["metadata"]["name"]) == ("ADDED", "live")
+    finally:
+        writer.close()
+    # Without bookmarks an idle watch looks for its client only every 5 s; a lost connection ends it at once.
+    await eventually(lambda: cluster.state()["openWatches"] == 0, timeout=4, what="the watch closed")

@@ -11,6 +11,8 @@ API server makes its schedule drift; ours is absolute (a late creation does not 
 
 from __future__ import annotations
 
+import functools
+
 import msgspec
 
 from kq.api import core as api_core
@@ -154,7 +156,9 @@ def _labels(class_name: str | None = None) -> dict[str, str]:
     return labels
 
 
+@functools.cache
 def _quantity(milli: int) -> str:
+    """A few distinct requests, one per workload: each one's canonical text computed once."""
     return canonical_quantity(f"{milli}m")
 
 

@@ -18,7 +18,7 @@ import contextlib
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ import msgspec
 
 from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects, workload_object
 from kq.bench.metrics import ProcessStats, RunLog
+from kq.bench.pipeline import NO_ANSWER, Pipeline, resource_path
 from kq.bench.procstats import process_stats
 from kq.bench.runner import Clock, Runner, watch_kind
 from kq.kube import AlreadyExists, KubeClient, KubeError, ServerError, Throttled, Unreachable, retry_delay
@@ -39,6 +40,8 @@ SETTLE_PERIOD_S = 1.0
 SETTLE_QUIET_CPU_MS = 100
 _CREATE_TRIES = 10
 _RETRY_S = 0.2
+_BATCH = 64  # workloads due at the same moment sent in one pipelined batch
+_encoder = msgspec.json.Encoder()
 
 Say = Callable[[str], None]
 
@@ -61,14 +64,16 @@ def _kind(obj: msgspec.Struct) -> str:
     return str(getattr(obj, "kind")).lower()  # noqa: B009 - setup objects are plain msgspec.Structs; each has kind and metadata
 
 
-async def create_retrying(client: KubeClient, kind: str, namespace: str | None, name: str, body: Any) -> None:
-    """Create, retrying what is transient; AlreadyExists after a retry means the first try landed."""
+async def create_retrying(client: KubeClient, kind: str, namespace: str | None, name: str, body: Any,
+                          *, tried: bool = False) -> None:
+    """Create, retrying what is transient; AlreadyExists after a retry means the first try landed
+    (`tried`: an earlier try got no answer, so it may have landed too)."""
     for attempt in range(_CREATE_TRIES):
         try:
             await client.create(kind, namespace, body)
             return
         except AlreadyExists:
-            if attempt > 0:
+            if attempt > 0 or tried:
                 return
             raise
         except Throttled as e:
@@ -105,37 +110,79 @@ async def _setup(client: KubeClient, plan: BenchPlan, concurrency: int) -> None:
 
 
 class _Creator:
-    """Creates the workloads on their absolute schedule (a late one does not delay the next)."""
+    """Creates the workloads on their absolute schedule (a late one does not delay the next).
 
-    def __init__(self, client: KubeClient, plan: BenchPlan, clock: Clock, log: RunLog, concurrency: int) -> None:
+    Workloads due at the same moment (the k-th of every queue) go out together, pipelined when
+    `pipeline` is given (kq.bench.pipeline); what gets no 201 there is created one at a time."""
+
+    def __init__(self, client: KubeClient, plan: BenchPlan, clock: Clock, log: RunLog, concurrency: int,
+                 pipeline: Pipeline | None = None) -> None:
         self.client = client
         self.plan = plan
         self.clock = clock
         self.log = log
+        self.pipeline = pipeline
         self.sem = asyncio.Semaphore(concurrency)
         self.done = asyncio.Event()
         self.error: BaseException | None = None
 
-    async def _one(self, w: WorkloadPlan) -> None:
+    async def _one(self, w: WorkloadPlan, *, tried: bool = False) -> None:
         try:
-            await _create(self.client, workload_object(w))
+            await create_retrying(self.client, "workload", w.namespace, w.name, workload_object(w), tried=tried)
             self.log.created += 1
         except Exception as e:  # noqa: BLE001 - reported by _wait_done; the run stops
             self.error = self.error or e
         finally:
             self.sem.release()
 
+    async def _batch(self, batch: list[WorkloadPlan]) -> None:
+        assert self.pipeline is not None
+        p = self.pipeline
+        try:
+            answers = await p.send([p.request("POST", resource_path("workload", w.namespace),
+                                              _encoder.encode(workload_object(w))) for w in batch])
+        except Exception as e:  # noqa: BLE001 - reported by _wait_done; the run stops
+            self.error = self.error or e
+            answers = []
+        finally:
+            self.sem.release()
+        retry: list[Awaitable[None]] = []
+        for w, answer in zip(batch, answers, strict=False):
+            if answer.status == 201:
+                self.log.created += 1
+            else:  # one at a time, as without the pipeline (an unanswered one may have landed)
+                await self.sem.acquire()
+                retry.append(self._one(w, tried=answer.status == NO_ANSWER))
+        await asyncio.gather(*retry)
+
+    def _due(self, i: int) -> int:
+        """The end of the run of workloads from i due at the same moment (at most _BATCH)."""
+        at = self.plan.workloads[i].at_ms
+        end = i + 1
+        while end < len(self.plan.workloads) and end - i < _BATCH and self.plan.workloads[end].at_ms == at:
+            end += 1
+        return end
+
     async def run(self, start_ms: float) -> None:
         tasks: list[asyncio.Task[None]] = []
+        workloads = self.plan.workloads
         try:
-            for w in self.plan.workloads:
+            i = 0
+            while i < len(workloads):
+                w = workloads[i]
                 delay = (start_ms + w.at_ms - self.clock.now_ms()) / 1000.0
                 if delay > 0:
                     await asyncio.sleep(delay)
                 await self.sem.acquire()
                 if self.error is not None:
                     break
-                tasks.append(asyncio.create_task(self._one(w)))
+                if self.pipeline is None:
+                    tasks.append(asyncio.create_task(self._one(w)))
+                    i += 1
+                    continue
+                end = self._due(i)
+                tasks.append(asyncio.create_task(self._batch(list(workloads[i:end]))))
+                i = end
             await asyncio.gather(*tasks)
             self.log.all_created_ms = self.clock.now_ms()
         finally:
@@ -191,7 +238,8 @@ async def run_live(plan: BenchPlan, *, timeout_s: float = 600.0, workdir: Path |
 async def _drive(stack: Stack, plan: BenchPlan, clock: Clock, log: RunLog, timeout_s: float, say: Say,
                  concurrency: int, settle_s: float = 0.0) -> None:
     client = await KubeClient.from_kubeconfig(stack.kubeconfig(CLUSTER), max_connections=concurrency * 2 + 8)
-    runner = Runner(client, plan, clock, log, max_patches=concurrency)
+    pipeline = await Pipeline.for_kubeconfig(str(stack.kubeconfig(CLUSTER)))
+    runner = Runner(client, plan, clock, log, max_patches=concurrency, pipeline=pipeline)
     try:
         async with _tasks() as tasks:
             tasks.append(asyncio.create_task(watch_kind(client, "workload", runner.on_workload, log, count_drops=True)))
@@ -205,14 +253,17 @@ async def _drive(stack: Stack, plan: BenchPlan, clock: Clock, log: RunLog, timeo
                 await _settle(stack, runner, clock, settle_s, say)
             log.processes_at_start = _stack_processes(stack)
             log.workloads_from_ms = clock.now_ms()
+            log.runner_at_start = process_stats("the runner (not in the sum)", os.getpid())
             say(f"queues created at t={clock.now_ms() / 1000:.1f}s; creating {len(plan.workloads)} workloads")
-            creator = _Creator(client, plan, clock, log, concurrency)
+            creator = _Creator(client, plan, clock, log, concurrency, pipeline)
             tasks.append(asyncio.create_task(creator.run(clock.now_ms())))
             await _wait_done(stack, plan, clock, log, runner, creator, timeout_s, say, tasks)
             log.processes = _stack_processes(stack)
             log.runner = process_stats("the runner (not in the sum)", os.getpid())
     finally:
         runner.close()
+        if pipeline is not None:
+            pipeline.close()
         await client.close()
     if runner.finish_failures:
         say(f"{len(runner.finish_failures)} finish patches failed, e.g. {runner.finish_failures[0]}")

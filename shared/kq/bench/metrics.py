@@ -20,6 +20,7 @@ workload update; everything here is computed from those, the plan and the run's 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import msgspec
 
@@ -71,6 +72,7 @@ class RunLog(msgspec.Struct, kw_only=True):
     processes_at_start: list[ProcessStats] = []  # the same when the queues existed (live; set-up cost apart)
     workloads_from_ms: float = 0.0  # when the workloads' creation began (live)
     runner: ProcessStats | None = None  # the benchmark's own process (not in the memory sum)
+    runner_at_start: ProcessStats | None = None  # the same when the queues existed (its CPU in the run apart)
     cycles: int = 0  # admission cycles run (virtual mode)
 
 
@@ -118,6 +120,10 @@ class Figures(msgspec.Struct, frozen=True, kw_only=True):
     processes: tuple[ProcessStats, ...]
     runner: ProcessStats | None
     cycles: int
+    # CPU ms per created workload of each process from the queues' creation to the end (live; set-up
+    # and shut-down apart), "all" their sum; the bench driver (creating, watching, finishing) apart.
+    cpu_ms_per_workload: dict[str, float] = {}
+    driver_cpu_ms_per_workload: float | None = None
 
 
 # --- completion ----------------------------------------------------------------------------------
@@ -433,7 +439,21 @@ def compute(plan: BenchPlan, log: RunLog) -> Figures:
         processes=tuple(log.processes),
         runner=log.runner,
         cycles=log.cycles,
+        **_run_cpu(log),
     )
+
+
+def _run_cpu(log: RunLog) -> dict[str, Any]:
+    """cpu_ms_per_workload and driver_cpu_ms_per_workload of Figures (empty without a live start)."""
+    if not log.processes_at_start or not log.created:
+        return {}
+    start = {p.name: p.cpu_ms for p in log.processes_at_start}
+    per = {p.name: (p.cpu_ms - start.get(p.name, 0)) / log.created for p in log.processes}
+    per["all"] = sum(per.values())
+    driver = None
+    if log.runner is not None and log.runner_at_start is not None:
+        driver = (log.runner.cpu_ms - log.runner_at_start.cpu_ms) / log.created
+    return {"cpu_ms_per_workload": per, "driver_cpu_ms_per_workload": driver}
 
 
 def _limit(q: QueuePlan, capacity: dict[str, int]) -> int:

@@ -104,6 +104,11 @@ def render(figures: Figures, plan: BenchPlan, *, config: str, mode_detail: str =
         lines.append(
             f"  {f.runner.name}: {_bytes(f.runner.max_rss_bytes)} peak RSS / {f.runner.cpu_ms / 1000:.1f} s cpu"
         )
+    if f.cpu_ms_per_workload:
+        per = ", ".join(f"{name} {ms:.2f}" for name, ms in f.cpu_ms_per_workload.items())
+        driver = f.driver_cpu_ms_per_workload
+        lines.append(f"  cpu ms per workload from the queues' creation on: {per}"
+                     + (f"; the bench driver (not in all) {driver:.2f}" if driver is not None else ""))
     if ref is not None:
         lines.append("  Kueue: means of its calibration runs; its client writes to the API server at ~42 workloads/s")
     return "\n".join(lines)

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import UTC, datetime
+from typing import Any
 
 import msgspec
 
 from kq.api.meta import Condition, parse_time
 from kq.bench.generate import BenchPlan
 from kq.bench.metrics import CompletionTracker, CQReport, RunLog, WorkloadSeen
+from kq.bench.pipeline import Pipeline, resource_path
 from kq.kube import (
     Conflict,
     Gone,
@@ -137,8 +139,10 @@ class Clock:
 
 class Runner:
     def __init__(self, client: KubeClient, plan: BenchPlan, clock: Clock, log: RunLog,
-                 *, max_patches: int = 32) -> None:
+                 *, max_patches: int = 32, pipeline: Pipeline | None = None) -> None:
         self.client = client
+        self.pipeline = pipeline
+        self._due: list[str] = []  # timers fired this loop turn: their finishes go out as one batch
         self.clock = clock
         self.log = log
         self.runtime_ms = {w.key: w.runtime_ms for w in plan.workloads}
@@ -205,24 +209,66 @@ class Runner:
                 handle.cancel()
 
     def _fire(self, key: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._finish(key))
+        if self.pipeline is None:
+            self._start(self._finish(key))
+            return
+        if not self._due:
+            asyncio.get_running_loop().call_soon(self._fire_due)
+        self._due.append(key)
+
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _fire_due(self) -> None:
+        due, self._due = self._due, []
+        self._start(self._finish_batch(due))
+
+    async def _finish_batch(self, keys: list[str]) -> None:
+        """The finishes of timers that fired together, pipelined; anything but a 200 (or a 404: gone)
+        is finished one at a time as without the pipeline (a 409 re-reads and decides again)."""
+        assert self.pipeline is not None
+        p = self.pipeline
+        sent: list[str] = []
+        requests: list[bytes] = []
+        for key in keys:
+            body = self._finish_body(key)
+            if body is not None:
+                ns, name = key.split("/", 1)
+                sent.append(key)
+                requests.append(p.request("PATCH", resource_path("workload", ns, name, "status"), body,
+                                          "application/merge-patch+json"))
+        if not requests:
+            return
+        async with self._patches:
+            answers = await p.send(requests)
+        for key, answer in zip(sent, answers, strict=True):
+            if answer.status == 200:
+                self.on_workload("MODIFIED", answer.body)  # the finish as written, without waiting for the watch
+            elif answer.status != 404:
+                self._start(self._finish(key))
+
+    def _finish_body(self, key: str) -> bytes | None:
+        """The finish patch of a workload still running (resourceVersion as precondition), else None."""
+        if self.timers.get(key) is None:
+            return None  # cancelled meanwhile (evicted): it will run again when readmitted
+        wl = self.latest.get(key)
+        if wl is None:
+            return None
+        conds = [c for c in wl.status.conditions if c.type != "Finished"]
+        conds.append(Condition(type="Finished", status="True", reason=FINISH_REASON, message=FINISH_MESSAGE,
+                               last_transition_time=_rfc3339_now()))
+        return _encoder.encode({"metadata": {"resourceVersion": wl.metadata.resource_version},
+                                "status": {"conditions": conds}})
 
     async def _finish(self, key: str) -> None:
         ns, name = key.split("/", 1)
         async with self._patches:
             for _ in range(_MAX_FINISH_TRIES):
-                if self.timers.get(key) is None:
-                    return  # cancelled meanwhile (evicted): it will run again when readmitted
-                wl = self.latest.get(key)
-                if wl is None:
+                body = self._finish_body(key)
+                if body is None:
                     return
-                conds = [c for c in wl.status.conditions if c.type != "Finished"]
-                conds.append(Condition(type="Finished", status="True", reason=FINISH_REASON, message=FINISH_MESSAGE,
-                                       last_transition_time=_rfc3339_now()))
-                body = {"metadata": {"resourceVersion": wl.metadata.resource_version},
-                        "status": {"conditions": msgspec.to_builtins(conds)}}
                 try:
                     answer = await self.client.patch("workload", ns, name, body, patch_type="merge",
                                                      subresource="status")

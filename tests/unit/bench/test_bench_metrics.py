@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from kq.bench.generate import BenchPlan, QueuePlan, WorkloadPlan
-from kq.bench.metrics import CompletionTracker, CQReport, RunLog, WorkloadSeen, completion_ms, compute
+from kq.bench.metrics import CompletionTracker, CQReport, ProcessStats, RunLog, WorkloadSeen, completion_ms, compute
+from kq.bench.report import render
 
 # One cohort "co" of two queues, 10 cpu each (borrowing up to 5 more); one workload class per queue.
 QA = QueuePlan(name="qa", class_name="cq", cohort="co", cohort_class="co", nominal_milli=10_000,
@@ -165,3 +166,19 @@ def test_summary_counts_every_workload_class_of_the_plan() -> None:
     assert sorted(figures.wl_classes) == ["large", "small"]
     assert figures.wl_classes["small"].count == 0
     assert figures.expected == 4
+
+
+def test_cpu_per_workload_leaves_out_the_set_up_and_the_driver() -> None:
+    def stats(name: str, cpu_ms: int) -> ProcessStats:
+        return ProcessStats(name=name, max_rss_bytes=0, cpu_ms=cpu_ms)
+
+    log = RunLog(mode="live", created=4,
+                 processes_at_start=[stats("kubesim", 1000), stats("watcher", 2000)],
+                 processes=[stats("kubesim", 1008), stats("watcher", 2004)],
+                 runner_at_start=stats("driver", 3000), runner=stats("driver", 3002))
+    figures = compute(PLAN, log)
+    assert figures.cpu_ms_per_workload == {"kubesim": 2.0, "watcher": 1.0, "all": 3.0}
+    assert figures.driver_cpu_ms_per_workload == 0.5
+    text = render(figures, PLAN, config="x.yaml")
+    assert "cpu ms per workload from the queues' creation on: kubesim 2.00, watcher 1.00, all 3.00" in text
+    assert "the bench driver (not in all) 0.50" in text
