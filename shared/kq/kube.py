@@ -290,6 +290,24 @@ class TokenFile:
             self._seen = seen
 
 
+def resource_path(kind: str, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
+    """The API path of a kind (kq.api.registry's names), below the server's base path."""
+    info = kind_info(kind)
+    base = f"/api/{info.version}" if not info.group else f"/apis/{info.group}/{info.version}"
+    if info.namespaced and namespace:
+        base += f"/namespaces/{namespace}"
+    elif not info.namespaced and namespace:
+        raise ValueError(f"{kind} is cluster-scoped; namespace {namespace!r} given")
+    path = f"{base}/{info.plural}"
+    if name is not None:
+        if not name:
+            raise ValueError(f"{kind}: empty name")
+        path += f"/{name}"
+        if subresource:
+            path += f"/{subresource}"
+    return path
+
+
 class KubeClient:
     """One API server. Methods take the lower-case kind names of kq.api.registry."""
 
@@ -374,22 +392,7 @@ class KubeClient:
 
     # --- paths ---
 
-    @staticmethod
-    def _path(kind: str, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
-        info = kind_info(kind)
-        base = f"/api/{info.version}" if not info.group else f"/apis/{info.group}/{info.version}"
-        if info.namespaced and namespace:
-            base += f"/namespaces/{namespace}"
-        elif not info.namespaced and namespace:
-            raise ValueError(f"{kind} is cluster-scoped; namespace {namespace!r} given")
-        path = f"{base}/{info.plural}"
-        if name is not None:
-            if not name:
-                raise ValueError(f"{kind}: empty name")
-            path += f"/{name}"
-            if subresource:
-                path += f"/{subresource}"
-        return path
+    _path = staticmethod(resource_path)
 
     # --- one request ---
 

@@ -124,33 +124,35 @@ async def test_no_answer_is_an_error_not_a_retry_on_a_new_connection() -> None:
         p.close()
 
 
-async def test_a_silent_server_times_out() -> None:
+@asynccontextmanager
+async def silent_server() -> AsyncIterator[int]:
+    """A server that reads and never answers; yields its port."""
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read()
         writer.close()
 
     srv = await asyncio.start_server(silent, "127.0.0.1", 0)
     try:
-        p = pool(srv.sockets[0].getsockname()[1])
-        with pytest.raises(HttpError, match="no answer within"):
-            await p.request("GET", "/x", HEAD, None, 0.2)
-        p.close()
+        yield srv.sockets[0].getsockname()[1]
     finally:
         srv.close()
         await srv.wait_closed()
+
+
+async def test_a_silent_server_times_out() -> None:
+    async with silent_server() as port:
+        p = pool(port)
+        with pytest.raises(HttpError, match="no answer within"):
+            await p.request("GET", "/x", HEAD, None, 0.2)
+        p.close()
 
 
 async def test_a_short_timeout_fires_while_a_longer_request_waits() -> None:
     """Timeouts are watched by one task per pool, not a timer per request: a request with a short
     timeout that comes while a longer one waits still times out near its own deadline, and the
     pool's watcher ends once nothing is under way."""
-    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read()
-        writer.close()
-
-    srv = await asyncio.start_server(silent, "127.0.0.1", 0)
-    try:
-        p = pool(srv.sockets[0].getsockname()[1])
+    async with silent_server() as port:
+        p = pool(port)
         long = asyncio.create_task(p.request("GET", "/long", HEAD, None, 20))
         await eventually(lambda: len(p._deadlines) == 1, timeout=5, what="the long request under way")
         with pytest.raises(HttpError, match=r"no answer within 0\.3 s"):
@@ -161,9 +163,6 @@ async def test_a_short_timeout_fires_while_a_longer_request_waits() -> None:
             await long
         await eventually(lambda: p._watchdog is None, timeout=5, what="the pool's timeout watcher ended")
         p.close()
-    finally:
-        srv.close()
-        await srv.wait_closed()
 
 
 async def test_garbage_is_an_error() -> None:

@@ -191,19 +191,14 @@ def _note_over(node: QuotaNode, parent: QuotaNode, fr: FR, used: int) -> None:
         over.pop(node, None)
 
 
-# add_usage and remove_usage run for every reservation, release and preemption simulation: the
-# local quota (local_quota above, same arithmetic) is computed inline.
+# add_usage and remove_usage run for every reservation, release and preemption simulation: one
+# loop up the tree, no recursion.
 
 
 def add_usage(node: QuotaNode, fr: FR, val: int) -> None:
     while True:
         used = node.usage.get(fr, 0)
-        q = node.quotas.get(fr)
-        local = 0
-        if q is not None and q.lending_limit is not None:
-            local = node.subtree_quota.get(fr, 0) - q.lending_limit
-            if local < 0:
-                local = 0
+        local = local_quota(node, fr)
         la = local - used if local > used else 0
         used += val
         node.usage[fr] = used
@@ -219,12 +214,7 @@ def add_usage(node: QuotaNode, fr: FR, val: int) -> None:
 def remove_usage(node: QuotaNode, fr: FR, val: int) -> None:
     while True:
         used = node.usage.get(fr, 0)
-        q = node.quotas.get(fr)
-        local = 0
-        if q is not None and q.lending_limit is not None:
-            local = node.subtree_quota.get(fr, 0) - q.lending_limit
-            if local < 0:
-                local = 0
+        local = local_quota(node, fr)
         stored_in_parent = used - local
         used -= val
         node.usage[fr] = used

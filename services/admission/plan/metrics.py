@@ -179,13 +179,7 @@ def _cluster_queue_gauges(s: ClusterQueueStatus, state: SchedulerState, memo: Ga
     memo.cqs[s.name] = (s, parked, spec, prev[3] if spec_same and prev is not None else dict(quotas))
     was, was_parked = (prev[0], prev[1]) if prev is not None else (None, -1)
     cohort = (rt.spec.cohort or "") if rt is not None else ""
-    if was is None or was.pending_workloads != s.pending_workloads or was_parked != parked:
-        yield Gauges("kueue_pending_workloads", scope, (({"status": "active"}, float(s.pending_workloads - parked)),
-                                                         ({"status": "inadmissible"}, float(parked))))
-    if was is None or was.reserving_workloads != s.reserving_workloads:
-        yield Gauges("kueue_reserving_active_workloads", scope, (({}, float(s.reserving_workloads)),))
-    if was is None or was.admitted_workloads != s.admitted_workloads:
-        yield Gauges("kueue_admitted_active_workloads", scope, (({}, float(s.admitted_workloads)),))
+    yield from _count_gauges("kueue_", scope, s, parked, was, was_parked)
     if was is None or was.active != s.active:
         current = "active" if s.active else "pending"
         yield Gauges("kueue_cluster_queue_status", scope, tuple(({"status": st}, 1.0 if st == current else 0.0)
@@ -204,6 +198,19 @@ def _cluster_queue_gauges(s: ClusterQueueStatus, state: SchedulerState, memo: Ga
     if s.weighted_share is not None and (was is None or not spec_same or was.weighted_share != s.weighted_share):
         share = math.nan if math.isinf(s.weighted_share) else s.weighted_share
         yield Gauges("kueue_cluster_queue_weighted_share", scope, (({"cohort": cohort}, share),))
+
+
+def _count_gauges(prefix: str, scope: dict[str, str], s: ClusterQueueStatus | LocalQueueStatus, parked: int,
+                  was: ClusterQueueStatus | LocalQueueStatus | None, was_parked: int) -> Iterator[MetricUpdate]:
+    """The pending / reserving / admitted gauges a ClusterQueue and a LocalQueue both report, each
+    only when its inputs changed since the last report (was None: the first)."""
+    if was is None or was.pending_workloads != s.pending_workloads or was_parked != parked:
+        yield Gauges(f"{prefix}pending_workloads", scope, (({"status": "active"}, float(s.pending_workloads - parked)),
+                                                          ({"status": "inadmissible"}, float(parked))))
+    if was is None or was.reserving_workloads != s.reserving_workloads:
+        yield Gauges(f"{prefix}reserving_active_workloads", scope, (({}, float(s.reserving_workloads)),))
+    if was is None or was.admitted_workloads != s.admitted_workloads:
+        yield Gauges(f"{prefix}admitted_active_workloads", scope, (({}, float(s.admitted_workloads)),))
 
 
 class _ParkedByLocalQueue:
@@ -233,14 +240,7 @@ def _local_queue_gauges(ns: str, name: str, s: LocalQueueStatus, state: Schedule
     prev = memo.lqs.get((ns, name))
     memo.lqs[(ns, name)] = (s, parked)
     was, was_parked = prev if prev is not None else (None, -1)
-    if was is None or was.pending_workloads != s.pending_workloads or was_parked != parked:
-        active = float(s.pending_workloads - parked)
-        yield Gauges("kueue_local_queue_pending_workloads", scope,
-                     (({"status": "active"}, active), ({"status": "inadmissible"}, float(parked))))
-    if was is None or was.reserving_workloads != s.reserving_workloads:
-        yield Gauges("kueue_local_queue_reserving_active_workloads", scope, (({}, float(s.reserving_workloads)),))
-    if was is None or was.admitted_workloads != s.admitted_workloads:
-        yield Gauges("kueue_local_queue_admitted_active_workloads", scope, (({}, float(s.admitted_workloads)),))
+    yield from _count_gauges("kueue_local_queue_", scope, s, parked, was, was_parked)
     if was is None or was.active != s.active:
         current = "True" if s.active else "False"
         yield Gauges("kueue_local_queue_status", scope,

@@ -26,10 +26,19 @@ import msgspec
 
 from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects, workload_object
 from kq.bench.metrics import ProcessStats, RunLog
-from kq.bench.pipeline import NO_ANSWER, Pipeline, resource_path
+from kq.bench.pipeline import NO_ANSWER, Pipeline
 from kq.bench.procstats import process_stats
 from kq.bench.runner import Clock, Runner, watch_kind
-from kq.kube import AlreadyExists, KubeClient, KubeError, ServerError, Throttled, Unreachable, retry_delay
+from kq.kube import (
+    AlreadyExists,
+    KubeClient,
+    KubeError,
+    ServerError,
+    Throttled,
+    Unreachable,
+    resource_path,
+    retry_delay,
+)
 from kq.stack import Stack
 
 CLUSTER = "manager"

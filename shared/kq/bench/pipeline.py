@@ -26,8 +26,6 @@ import yaml
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.config import load_kube_config
 
-from kq.api.registry import kind_info
-
 NO_ANSWER = 0
 _USER_AGENT = "kq"
 
@@ -100,18 +98,6 @@ class _Conn(asyncio.Protocol):
     def _end(self) -> None:
         if self._done is not None and not self._done.done():
             self._done.set_result(None)
-
-
-def resource_path(kind: str, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
-    """The API path of a kind (kq.api.registry's lower-case names), as kq.kube builds it."""
-    info = kind_info(kind)
-    path = f"/api/{info.version}" if not info.group else f"/apis/{info.group}/{info.version}"
-    if info.namespaced and namespace:
-        path += f"/namespaces/{namespace}"
-    path += f"/{info.plural}"
-    if name:
-        path += f"/{name}" + (f"/{subresource}" if subresource else "")
-    return path
 
 
 def _token_only(kubeconfig: str) -> bool:

@@ -24,7 +24,7 @@ import msgspec
 from kq.api.meta import Condition, parse_time
 from kq.bench.generate import BenchPlan
 from kq.bench.metrics import CompletionTracker, CQReport, RunLog, WorkloadSeen
-from kq.bench.pipeline import Pipeline, resource_path
+from kq.bench.pipeline import Pipeline
 from kq.kube import (
     Conflict,
     Gone,
@@ -35,6 +35,7 @@ from kq.kube import (
     StreamBroken,
     Throttled,
     Unreachable,
+    resource_path,
     retry_delay,
 )
 

@@ -14,22 +14,13 @@ from services.admission.core.quota import (
     add_usage,
     available,
     link,
+    local_available,
+    local_quota,
     rebuild_tree,
     remove_usage,
 )
 
 CPU: FR = ("default", "cpu")
-
-
-def _local_quota(node: QuotaNode, fr: FR) -> int:
-    q = node.quotas.get(fr)
-    if q is not None and q.lending_limit is not None:
-        return max(0, node.subtree_quota.get(fr, 0) - q.lending_limit)
-    return 0
-
-
-def _local_available(node: QuotaNode, fr: FR) -> int:
-    return max(0, _local_quota(node, fr) - node.usage.get(fr, 0))
 
 
 def _available(node: QuotaNode, fr: FR) -> int:
@@ -39,11 +30,11 @@ def _available(node: QuotaNode, fr: FR) -> int:
     parent_available = _available(node.parent, fr)
     q = node.quotas.get(fr)
     if q is not None and q.borrowing_limit is not None:
-        lq = _local_quota(node, fr)
+        lq = local_quota(node, fr)
         stored_in_parent = node.subtree_quota.get(fr, 0) - lq
         used_in_parent = max(0, node.usage.get(fr, 0) - lq)
         parent_available = min(stored_in_parent - used_in_parent + q.borrowing_limit, parent_available)
-    return _local_available(node, fr) + parent_available
+    return local_available(node, fr) + parent_available
 
 
 def _facts(nodes: list[QuotaNode]) -> dict[str, object]:

@@ -15,9 +15,9 @@ from support.wait import eventually
 
 from kq.bench.generate import BenchPlan, QueuePlan, WorkloadPlan, workload_object
 from kq.bench.metrics import RunLog
-from kq.bench.pipeline import NO_ANSWER, Pipeline, resource_path
+from kq.bench.pipeline import NO_ANSWER, Pipeline
 from kq.bench.runner import Clock, Runner
-from kq.kube import KubeClient
+from kq.kube import KubeClient, resource_path
 from kubesim.server import KubeSim
 
 pytestmark = pytest.mark.timeout(30)
