@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import textwrap
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,10 @@ async def start(mode: str, env: dict[str, str]) -> asyncio.subprocess.Process:
     )
 
 
+async def _is(value: Awaitable[object], want: object) -> bool:
+    return await value == want
+
+
 def json_lines(text: bytes) -> list[dict]:
     out = []
     for line in text.decode().splitlines():
@@ -64,6 +69,13 @@ async def test_service_runs_and_stops_cleanly_on_sigterm(bus: Bus, nats_url: str
         echo = subjects.event_subject("c1", "echo", "ns", "x")
         m = await eventually(lambda: bus.js.get_last_msg(subjects.EVENTS_STREAM, echo), timeout=10)
         assert m.data == b"42"
+
+        async def settled() -> tuple[int, int, int]:
+            ci = await bus.js.consumer_info(subjects.COMMANDS_STREAM, "echo")
+            return ci.num_ack_pending, ci.num_pending, ci.ack_floor.stream_seq
+
+        # the command is acked once its effect is stored (nats-server applies acks asynchronously)
+        await eventually(lambda: _is(settled(), (0, 0, 1)), timeout=10, what="command acked")
         proc.send_signal(signal.SIGTERM)
         _, err = await asyncio.wait_for(proc.communicate(), 20)
     finally:
@@ -77,9 +89,9 @@ async def test_service_runs_and_stops_cleanly_on_sigterm(bus: Bus, nats_url: str
     assert all(ln["service"] == "echosvc" and ln["instance"] == "i7" and "level" in ln for ln in lines)
     log_file = tmp_path / "logs" / "echosvc-i7.log"
     assert [ln["event"] for ln in json_lines(log_file.read_bytes())] == events
-    # the durable consumer acked the command before the process went away
+    # nothing was left pending or redelivered by the shutdown
     ci = await bus.js.consumer_info(subjects.COMMANDS_STREAM, "echo")
-    assert (ci.num_ack_pending, ci.num_pending, ci.ack_floor.stream_seq) == (0, 0, 1)
+    assert (ci.num_ack_pending, ci.num_pending, ci.num_redelivered, ci.ack_floor.stream_seq) == (0, 0, 0, 1)
 
 
 async def test_failing_main_exits_non_zero_with_the_error(bus: Bus, nats_url: str) -> None:
