@@ -226,27 +226,29 @@ class RemoteCluster:
             try:
                 async for ev in self.client.watch(kind, rv, label_selector=self.selector,
                                                   timeout_s=self.watch_timeout_s):
-                    obj = decode_object(kind, ev.raw)
-                    rv = obj.metadata.resource_version or rv
+                    # The event's name and version first: an object is decoded only when the view
+                    # takes it (a deletion, or the echo of a version it holds already, is not).
+                    head = _listed.decode(ev.raw).metadata
+                    rv = head.resource_version or rv
                     self._saw(kind, rv)
                     if ev.type == "BOOKMARK":
                         continue
                     table: dict[NsName, Any] = self.workloads if kind == "workload" else self.jobs[kind]
-                    key = (obj.metadata.namespace, obj.metadata.name)
+                    key = (head.namespace, head.name)
                     # Only a change of the view that a decision reads is worth a reconcile: not the
                     # echoes of our own creates and deletes (remembered, forgotten, or still in
                     # flight: the echo can come before the answer), nor a change of what no
                     # decision reads (an adoption, a finalizer, the Job's spec).
                     own = (kind, *key) in self._own
+                    held = table.get(key)
                     if ev.type == "DELETED":
-                        changed = table.pop(key, None) is not None and not own
+                        obj = table.pop(key, None)
+                        changed = obj is not None and not own
+                    elif held is not None and held.metadata.resource_version == head.resource_version:
+                        continue  # the version our own write's answer gave (remembered): nothing new
                     else:
-                        held = table.get(key)
-                        if held is None:
-                            changed = not own
-                        else:
-                            changed = (held.metadata.resource_version != obj.metadata.resource_version
-                                       and decision_inputs_differ(held, obj))
+                        obj = decode_object(kind, ev.raw)
+                        changed = not own if held is None else decision_inputs_differ(held, obj)
                         table[key] = obj
                         if kind != "workload":
                             self._index_job(kind, obj)

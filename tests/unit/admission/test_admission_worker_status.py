@@ -26,6 +26,6 @@ def test_worker_clusters_get_the_worker_interval() -> None:
 def test_the_worker_interval_is_read_from_the_config_and_checked() -> None:
     cfg = parse_config("admission: {term: {workerStatusIntervalS: 2}}")
     assert cfg.admission.term.worker_status_interval_s == 2.0
-    assert TermSettings().worker_status_interval_s == 5.0
+    assert TermSettings().worker_status_interval_s == 15.0
     with pytest.raises(ConfigError, match=r"worker_?[sS]tatus_?[iI]nterval"):
         parse_config("admission: {term: {workerStatusIntervalS: -1}}")
