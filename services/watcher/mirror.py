@@ -9,6 +9,11 @@ tombstones only what vanished: nothing lost, nothing stored twice.
 object within a round (the latest wins, so order per subject is kept) and
 published together; a SyncMarker is published only after everything queued
 before it. A failed round is retried in place: records are never dropped.
+
+Rounds are pipelined: up to `rounds` of them await their acks at once, so a
+record (a finish that frees quota) does not wait out the previous round's round
+trip before it is even sent. A round holding an object that an unacknowledged
+round also holds waits for it: a retried older state never lands after a newer one.
 """
 
 from __future__ import annotations
@@ -108,11 +113,15 @@ class MirrorIndex:
 
 
 class MirrorPublisher:
-    def __init__(self, bus: Bus, cluster: str, *, batch: int, queue_size: int) -> None:
+    def __init__(self, bus: Bus, cluster: str, *, batch: int, queue_size: int, rounds: int = 1) -> None:
+        if rounds < 1:
+            raise ValueError(f"rounds must be >= 1, got {rounds}")
         self._bus = bus
         self.cluster = cluster
         self._batch = batch
+        self._rounds = rounds
         self._queue: asyncio.Queue[Record | SyncMarker] = asyncio.Queue(maxsize=queue_size)
+        self._in_flight: dict[asyncio.Task[None], set[Key]] = {}  # rounds awaiting their acks -> their objects
         self.published = 0  # records acknowledged by the stream (for tests and logs)
         self.synced: set[str] = set()  # kinds whose SyncMarker (hence whole list) is stored
         self.progress = asyncio.Event()  # set after each stored marker; waiters clear it
@@ -127,24 +136,50 @@ class MirrorPublisher:
     async def run(self) -> None:
         """Drain the queue forever: records in rounds, a marker after what precedes it."""
         q = self._queue
-        while True:
-            first = await q.get()
-            items: list[Record | SyncMarker] = [first]
-            while len(items) < self._batch and not q.empty():
-                items.append(q.get_nowait())
-            await self._publish_items(items)
+        try:
+            while True:
+                first = await q.get()
+                items: list[Record | SyncMarker] = [first]
+                while len(items) < self._batch and not q.empty():
+                    items.append(q.get_nowait())
+                await self._publish_items(items)
+        finally:
+            for task in self._in_flight:
+                task.cancel()
 
     async def _publish_items(self, items: list[Record | SyncMarker]) -> None:
         run: dict[Key, Record] = {}
         for item in items:
             if isinstance(item, SyncMarker):
-                await self._publish_records(run)
+                await self._send_round(run)
                 run = {}
+                await self._settle(lambda: bool(self._in_flight))  # every record before it is stored
                 await self._retrying(lambda m=item: self._publish_marker(m))
             else:
                 run.pop(item.key, None)  # re-insert so the latest state keeps its place last
                 run[item.key] = item
-        await self._publish_records(run)
+        await self._send_round(run)
+
+    async def _send_round(self, run: dict[Key, Record]) -> None:
+        """Start publishing a round once a round slot is free and no round in flight holds one of
+        its objects; its acks are awaited in the background."""
+        if not run:
+            return
+        keys = set(run)
+        await self._settle(lambda: len(self._in_flight) >= self._rounds
+                           or any(not keys.isdisjoint(held) for held in self._in_flight.values()))
+        task = asyncio.create_task(self._publish_records(run), name=f"mirror:{self.cluster}")
+        self._in_flight[task] = keys
+
+    async def _settle(self, busy) -> None:
+        """Reap finished rounds (a round that failed for good fails the publisher) until not busy()."""
+        while True:
+            for task in [t for t in self._in_flight if t.done()]:
+                del self._in_flight[task]
+                task.result()
+            if not busy():
+                return
+            await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
 
     async def _publish_records(self, run: dict[Key, Record]) -> None:
         if not run:
