@@ -12,13 +12,15 @@ before it. A failed round is retried in place: records are never dropped.
 
 Rounds are pipelined: up to `rounds` of them await their acks at once, so a
 record (a finish that frees quota) does not wait out the previous round's round
-trip before it is even sent. A round holding an object that an unacknowledged
-round also holds waits for it: a retried older state never lands after a newer one.
+trip before it is even sent. The newer state of an object whose older state is
+still unacknowledged is held back until that one is stored (the rest of its round
+goes on): a retried older state never lands after a newer one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 
 import msgspec
@@ -122,6 +124,8 @@ class MirrorPublisher:
         self._rounds = rounds
         self._queue: asyncio.Queue[Record | SyncMarker] = asyncio.Queue(maxsize=queue_size)
         self._in_flight: dict[asyncio.Task[None], set[Key]] = {}  # rounds awaiting their acks -> their objects
+        self._busy: set[Key] = set()  # the objects of those rounds
+        self._held: dict[Key, Record] = {}  # newer states of busy objects, in arrival order
         self.published = 0  # records acknowledged by the stream (for tests and logs)
         self.synced: set[str] = set()  # kinds whose SyncMarker (hence whole list) is stored
         self.progress = asyncio.Event()  # set after each stored marker; waiters clear it
@@ -138,8 +142,17 @@ class MirrorPublisher:
         q = self._queue
         try:
             while True:
-                first = await q.get()
-                items: list[Record | SyncMarker] = [first]
+                items: list[Record | SyncMarker] = []
+                if not q.empty() or not self._held:
+                    items.append(await q.get())
+                elif all(key in self._busy for key in self._held) and not any(t.done() for t in self._in_flight):
+                    # a held state goes once its object's round is stored, or with what comes next
+                    getter = asyncio.ensure_future(q.get())
+                    await asyncio.wait({getter, *self._in_flight}, return_when=asyncio.FIRST_COMPLETED)
+                    if not getter.done():
+                        getter.cancel()  # (a cancelled Queue.get leaves its item in the queue)
+                    with contextlib.suppress(asyncio.CancelledError):
+                        items.append(await getter)
                 while len(items) < self._batch and not q.empty():
                     items.append(q.get_nowait())
                 await self._publish_items(items)
@@ -153,7 +166,10 @@ class MirrorPublisher:
             if isinstance(item, SyncMarker):
                 await self._send_round(run)
                 run = {}
-                await self._settle(lambda: bool(self._in_flight))  # every record before it is stored
+                while self._held or self._in_flight:  # every record before it is stored first
+                    if self._in_flight:
+                        await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+                    await self._send_round({})
                 await self._retrying(lambda m=item: self._publish_marker(m))
             else:
                 run.pop(item.key, None)  # re-insert so the latest state keeps its place last
@@ -161,25 +177,32 @@ class MirrorPublisher:
         await self._send_round(run)
 
     async def _send_round(self, run: dict[Key, Record]) -> None:
-        """Start publishing a round once a round slot is free and no round in flight holds one of
-        its objects; its acks are awaited in the background."""
-        if not run:
+        """Start publishing, once a round slot is free, the records of `run` and the held ones
+        whose objects have no state awaiting acks any more; its acks are awaited in the background.
+        A record of an object that has is held (the newest state of each object) until that is stored."""
+        self._reap()
+        out: dict[Key, Record] = {key: self._held.pop(key) for key in [k for k in self._held if k not in self._busy]}
+        for key, r in run.items():
+            if key in self._busy:
+                self._held.pop(key, None)
+                self._held[key] = r
+            else:
+                out.pop(key, None)  # newer than a held state of the same object
+                out[key] = r
+        if not out:
             return
-        keys = set(run)
-        await self._settle(lambda: len(self._in_flight) >= self._rounds
-                           or any(not keys.isdisjoint(held) for held in self._in_flight.values()))
-        task = asyncio.create_task(self._publish_records(run), name=f"mirror:{self.cluster}")
-        self._in_flight[task] = keys
-
-    async def _settle(self, busy) -> None:
-        """Reap finished rounds (a round that failed for good fails the publisher) until not busy()."""
-        while True:
-            for task in [t for t in self._in_flight if t.done()]:
-                del self._in_flight[task]
-                task.result()
-            if not busy():
-                return
+        while len(self._in_flight) >= self._rounds:
             await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+            self._reap()  # (the objects of `out` were not busy, and only this loop makes them so)
+        task = asyncio.create_task(self._publish_records(out), name=f"mirror:{self.cluster}")
+        self._in_flight[task] = set(out)
+        self._busy.update(out)
+
+    def _reap(self) -> None:
+        """Forget stored rounds; a round that failed for good fails the publisher."""
+        for task in [t for t in self._in_flight if t.done()]:
+            self._busy.difference_update(self._in_flight.pop(task))
+            task.result()
 
     async def _publish_records(self, run: dict[Key, Record]) -> None:
         if not run:

@@ -93,6 +93,26 @@ async def test_an_object_in_flight_and_a_marker_wait_for_the_round_before_them(b
         assert await stored_rv(bus, "a") == "3"
 
 
+async def test_only_the_object_in_flight_waits_not_the_rest_of_its_round(bus: Bus) -> None:
+    pub = HeldPublisher(bus, C, batch=512, queue_size=100, rounds=4)
+    pub.held.add("a")
+    async with publishing(pub):
+        await pub.put(flavor("a", "1"))
+        await eventually(lambda: pub.sent, what="the first round started")
+        await pub.put(flavor("a", "2"))
+        await pub.put(flavor("b", "3"))  # came after a's newer state, which waits: b need not
+        assert await eventually(lambda: stored_rv(bus, "b"), timeout=10) == "3"
+        assert pub.sent == [[("a", "1")], [("b", "3")]]
+        pub.release.set()
+        await eventually(lambda: pub.sent == [[("a", "1")], [("b", "3")], [("a", "2")]], timeout=10,
+                         what="a's newer state once its older one is stored")
+
+        async def a_is_2() -> bool:
+            return await stored_rv(bus, "a") == "2"
+
+        await eventually(a_is_2, timeout=10, what="a's newer state stored")
+
+
 def test_rounds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="rounds"):
         MirrorPublisher(None, C, batch=1, queue_size=1, rounds=0)  # type: ignore[arg-type]
