@@ -9,11 +9,18 @@ tombstones only what vanished: nothing lost, nothing stored twice.
 object within a round (the latest wins, so order per subject is kept) and
 published together; a SyncMarker is published only after everything queued
 before it. A failed round is retried in place: records are never dropped.
+
+Rounds are pipelined: up to `rounds` of them await their acks at once, so a
+record (a finish that frees quota) does not wait out the previous round's round
+trip before it is even sent. The newer state of an object whose older state is
+still unacknowledged is held back until that one is stored (the rest of its round
+goes on): a retried older state never lands after a newer one.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import dataclass
 
 import msgspec
@@ -108,11 +115,17 @@ class MirrorIndex:
 
 
 class MirrorPublisher:
-    def __init__(self, bus: Bus, cluster: str, *, batch: int, queue_size: int) -> None:
+    def __init__(self, bus: Bus, cluster: str, *, batch: int, queue_size: int, rounds: int = 1) -> None:
+        if rounds < 1:
+            raise ValueError(f"rounds must be >= 1, got {rounds}")
         self._bus = bus
         self.cluster = cluster
         self._batch = batch
+        self._rounds = rounds
         self._queue: asyncio.Queue[Record | SyncMarker] = asyncio.Queue(maxsize=queue_size)
+        self._in_flight: dict[asyncio.Task[None], set[Key]] = {}  # rounds awaiting their acks -> their objects
+        self._busy: set[Key] = set()  # the objects of those rounds
+        self._held: dict[Key, Record] = {}  # newer states of busy objects, in arrival order
         self.published = 0  # records acknowledged by the stream (for tests and logs)
         self.synced: set[str] = set()  # kinds whose SyncMarker (hence whole list) is stored
         self.progress = asyncio.Event()  # set after each stored marker; waiters clear it
@@ -127,24 +140,69 @@ class MirrorPublisher:
     async def run(self) -> None:
         """Drain the queue forever: records in rounds, a marker after what precedes it."""
         q = self._queue
-        while True:
-            first = await q.get()
-            items: list[Record | SyncMarker] = [first]
-            while len(items) < self._batch and not q.empty():
-                items.append(q.get_nowait())
-            await self._publish_items(items)
+        try:
+            while True:
+                items: list[Record | SyncMarker] = []
+                if not q.empty() or not self._held:
+                    items.append(await q.get())
+                elif all(key in self._busy for key in self._held) and not any(t.done() for t in self._in_flight):
+                    # a held state goes once its object's round is stored, or with what comes next
+                    getter = asyncio.ensure_future(q.get())
+                    await asyncio.wait({getter, *self._in_flight}, return_when=asyncio.FIRST_COMPLETED)
+                    if not getter.done():
+                        getter.cancel()  # (a cancelled Queue.get leaves its item in the queue)
+                    with contextlib.suppress(asyncio.CancelledError):
+                        items.append(await getter)
+                while len(items) < self._batch and not q.empty():
+                    items.append(q.get_nowait())
+                await self._publish_items(items)
+        finally:
+            for task in self._in_flight:
+                task.cancel()
 
     async def _publish_items(self, items: list[Record | SyncMarker]) -> None:
         run: dict[Key, Record] = {}
         for item in items:
             if isinstance(item, SyncMarker):
-                await self._publish_records(run)
+                await self._send_round(run)
                 run = {}
+                while self._held or self._in_flight:  # every record before it is stored first
+                    if self._in_flight:
+                        await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+                    await self._send_round({})
                 await self._retrying(lambda m=item: self._publish_marker(m))
             else:
                 run.pop(item.key, None)  # re-insert so the latest state keeps its place last
                 run[item.key] = item
-        await self._publish_records(run)
+        await self._send_round(run)
+
+    async def _send_round(self, run: dict[Key, Record]) -> None:
+        """Start publishing, once a round slot is free, the records of `run` and the held ones
+        whose objects have no state awaiting acks any more; its acks are awaited in the background.
+        A record of an object that has is held (the newest state of each object) until that is stored."""
+        self._reap()
+        out: dict[Key, Record] = {key: self._held.pop(key) for key in [k for k in self._held if k not in self._busy]}
+        for key, r in run.items():
+            if key in self._busy:
+                self._held.pop(key, None)
+                self._held[key] = r
+            else:
+                out.pop(key, None)  # newer than a held state of the same object
+                out[key] = r
+        if not out:
+            return
+        while len(self._in_flight) >= self._rounds:
+            await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+            self._reap()  # (the objects of `out` were not busy, and only this loop makes them so)
+        task = asyncio.create_task(self._publish_records(out), name=f"mirror:{self.cluster}")
+        self._in_flight[task] = set(out)
+        self._busy.update(out)
+
+    def _reap(self) -> None:
+        """Forget stored rounds; a round that failed for good fails the publisher."""
+        for task in [t for t in self._in_flight if t.done()]:
+            self._busy.difference_update(self._in_flight.pop(task))
+            task.result()
 
     async def _publish_records(self, run: dict[Key, Record]) -> None:
         if not run:

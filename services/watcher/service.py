@@ -52,7 +52,8 @@ class ClusterWatcher:
         self.settings = settings
         self.index = MirrorIndex()
         self.objects = ClusterObjects(cluster)
-        self.publisher = MirrorPublisher(bus, cluster, batch=settings.publish_batch, queue_size=settings.publish_queue)
+        self.publisher = MirrorPublisher(bus, cluster, batch=settings.publish_batch, queue_size=settings.publish_queue,
+                                         rounds=settings.publish_rounds)
         self.jobs = JobIntegration(client, self.objects, workers=settings.job_workers, max_steps=settings.max_job_steps,
                                    retry_base_s=settings.retry_base_s, retry_max_s=settings.retry_max_s,
                                    clock=bus.clock, wait_for_pods_ready=bool(settings.wait_for_pods_ready),

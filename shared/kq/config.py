@@ -145,6 +145,7 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     skip_kinds: tuple[str, ...] = ()  # lower-case kind tokens not to mirror, e.g. ("pod",)
     publish_batch: int = 512  # mirror records per publish round
     publish_queue: int = 20_000  # records waiting to be published before list/watch loops wait
+    publish_rounds: int = 4  # publish rounds awaiting their acks at once (a record need not wait for the last)
     watch_timeout_s: float = 300.0  # the server ends each watch after this; we resume from the last rv
     retry_base_s: float = 0.2  # first backoff after an API error (doubles up to retry_max_s)
     retry_max_s: float = 5.0
@@ -166,9 +167,9 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
         unknown = sorted({s.lower() for s in self.skip_kinds} - known)
         if unknown:
             raise ValueError(f"skipKinds: unknown kind {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-        _positive(self, "publish_batch", "publish_queue", "watch_timeout_s", "retry_base_s", "retry_max_s",
-                  "command_batch", "command_concurrency", "command_pipeline", "command_window", "max_replans",
-                  "job_workers", "max_job_steps")
+        _positive(self, "publish_batch", "publish_queue", "publish_rounds", "watch_timeout_s", "retry_base_s",
+                  "retry_max_s", "command_batch", "command_concurrency", "command_pipeline", "command_window",
+                  "max_replans", "job_workers", "max_job_steps")
 
     def mirrored_kinds(self) -> list[str]:
         from kq.api.registry import KINDS
