@@ -234,11 +234,19 @@ class ProcessMetrics:
         self._gauges = _GaugeTable(GAUGES)
         self.registry.register(self._gauges)
         self._gauge_rows: dict[tuple[str, tuple[tuple[str, str], ...], str], object] = {}  # rows last replaced
+        # Gauge reports held until the next scrape, last one per (metric, scope, role): a busy
+        # queue's status is reported many times between two scrapes (large-scale: ~a quarter of
+        # admission's CPU went to replacing rows nobody read). Held only for a metric and scope
+        # shape already in the table (so a report never changes which rows another one covers).
+        self._held: dict[tuple[str, tuple[tuple[str, str], ...], str], tuple[tuple[Mapping[str, str], float], ...]] = {}
+        self._deferrable: set[tuple[str, tuple[str, ...]]] = set()  # (metric, scope label names) in the table
+        self._checked: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()
         self.set_ready(False)
 
     def apply(self, updates: Iterable[MetricUpdate]) -> None:
         role = {ROLE: self.role}
         series = self._series
+        held = self._held
         for u in updates:
             match u:
                 case Inc(metric, labels, amount):
@@ -246,15 +254,47 @@ class ProcessMetrics:
                 case Observe(metric, labels, value):
                     series.observe(metric, {**labels, **role}, value)
                 case Gauges(metric, scope, rows):
-                    # A queue's report repeats most of its gauges unchanged (quotas, status): skip those.
                     key = (metric, tuple(scope.items()), self.role)
-                    if self._gauge_rows.get(key) == rows and not self._gauges.mixed(metric):
+                    shape = (metric, tuple(scope))
+                    if shape in self._deferrable and not self._gauges.mixed(metric):
+                        self._check_rows(metric, scope, rows)
+                        held.pop(key, None)  # re-inserted last: the table gets the reports in their order
+                        held[key] = rows
                         continue
-                    self._gauges.replace(metric, {**scope, **role}, [({**scope, **r, **role}, v) for r, v in rows])
-                    self._gauge_rows[key] = rows
+                    self._flush()  # a new kind of report: everything before it goes in first, in order
+                    self._replace(key, rows)
+                    if not self._gauges.mixed(metric):
+                        self._deferrable.add(shape)
+
+    def _check_rows(self, metric: str, scope: Mapping[str, str], rows: tuple[tuple[Mapping[str, str], float], ...]) -> None:
+        """A held report's labels are checked when it comes (a bad one is a bug at its caller)."""
+        names = self._gauges.labels_of(metric)
+        for r, _v in rows:
+            order = (metric, tuple(scope), tuple(r))
+            if order not in self._checked:
+                _values(metric, names, {**scope, **r, ROLE: ""})
+                self._checked.add(order)
+
+    def _replace(self, key: tuple[str, tuple[tuple[str, str], ...], str], rows: tuple[tuple[Mapping[str, str], float], ...]) -> None:
+        # A queue's report repeats most of its gauges unchanged (quotas, status): skip those.
+        metric, items, role = key
+        if self._gauge_rows.get(key) == rows and not self._gauges.mixed(metric):
+            return
+        scope = {**dict(items), ROLE: role}
+        self._gauges.replace(metric, scope, [({**scope, **r}, v) for r, v in rows])
+        self._gauge_rows[key] = rows
+
+    def _flush(self) -> None:
+        """Held gauge reports into the table (at scrape time): a queue reported many times between
+        two scrapes is written once, with its last report."""
+        if self._held:
+            held, self._held = self._held, {}
+            for key, rows in held.items():
+                self._replace(key, rows)
 
     def clear_kueue_gauges(self) -> None:
         """A scheduler that stops leading stops reporting its queues (their state is no longer its own)."""
+        self._held = {k: v for k, v in self._held.items() if not k[0].startswith("kueue_")}
         self._gauges.clear("kueue_")
         self._gauge_rows = {k: v for k, v in self._gauge_rows.items() if not k[0].startswith("kueue_")}
 
@@ -273,6 +313,7 @@ class ProcessMetrics:
                              [({"stream": stream, "consumer": consumer, ROLE: role}, float(pending))])
 
     def exposition(self) -> bytes:
+        self._flush()
         return prometheus_client.generate_latest(self.registry)
 
 
