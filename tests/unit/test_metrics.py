@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -99,7 +101,12 @@ def test_a_queue_reported_many_times_between_scrapes_is_written_once_with_its_la
     g = "kueue_pending_workloads"
     writes: list[str] = []
     replace = m._gauges.replace
-    monkeypatch.setattr(m._gauges, "replace", lambda metric, *a: (writes.append(metric), replace(metric, *a)))
+
+    def counted(metric: str, *args: Any) -> None:
+        writes.append(metric)
+        replace(metric, *args)
+
+    monkeypatch.setattr(m._gauges, "replace", counted)
 
     def report(cq: str, active: float) -> Gauges:
         return Gauges(g, {"cluster_queue": cq}, (({"status": "active"}, active),))
