@@ -234,19 +234,20 @@ class ProcessMetrics:
         self._gauges = _GaugeTable(GAUGES)
         self.registry.register(self._gauges)
         self._gauge_rows: dict[tuple[str, tuple[tuple[str, str], ...], str], object] = {}  # rows last replaced
-        # Gauge reports held until the next scrape, last one per (metric, scope, role): a busy
+        # Gauge reports held until the next scrape, last one per (metric, scope values, role): a busy
         # queue's status is reported many times between two scrapes (large-scale: ~a quarter of
-        # admission's CPU went to replacing rows nobody read). Held only for a metric and scope
-        # shape already in the table (so a report never changes which rows another one covers).
-        self._held: dict[tuple[str, tuple[tuple[str, str], ...], str], tuple[tuple[Mapping[str, str], float], ...]] = {}
-        self._deferrable: set[tuple[str, tuple[str, ...]]] = set()  # (metric, scope label names) in the table
-        self._checked: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()
+        # admission's CPU went to replacing rows nobody read). Held only for a report of the scope
+        # shape (label names, in order) the metric was first reported with, the metric never
+        # mixing shapes: so a held report never changes which rows another one covers.
+        self._held: dict[tuple[str, tuple[str, ...], str], tuple[tuple[Mapping[str, str], float], ...]] = {}
+        self._shapes: dict[str, tuple[str, ...]] = {}  # metric -> its first scope shape
+        self._checked: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()  # (metric, shape, row labels)
         self.set_ready(False)
 
     def apply(self, updates: Iterable[MetricUpdate]) -> None:
         role = {ROLE: self.role}
         series = self._series
-        held = self._held
+        held, shapes, checked = self._held, self._shapes, self._checked
         for u in updates:
             match u:
                 case Inc(metric, labels, amount):
@@ -254,26 +255,20 @@ class ProcessMetrics:
                 case Observe(metric, labels, value):
                     series.observe(metric, {**labels, **role}, value)
                 case Gauges(metric, scope, rows):
-                    key = (metric, tuple(scope.items()), self.role)
-                    shape = (metric, tuple(scope))
-                    if shape in self._deferrable and not self._gauges.mixed(metric):
-                        self._check_rows(metric, scope, rows)
-                        held.pop(key, None)  # re-inserted last: the table gets the reports in their order
-                        held[key] = rows
+                    shape = tuple(scope)
+                    if shapes.get(metric) == shape and not self._gauges.mixed(metric):
+                        for r, _v in rows:  # checked when it comes: a bad report is a bug at its caller
+                            if (metric, shape, tuple(r)) not in checked:
+                                _values(metric, self._gauges.labels_of(metric), {**scope, **r, ROLE: ""})
+                                checked.add((metric, shape, tuple(r)))
+                        # One shape per metric: held reports of a metric cover disjoint rows (their
+                        # order does not matter), and the scope's values name it.
+                        held[(metric, tuple(scope.values()), self.role)] = rows
                         continue
-                    self._flush()  # a new kind of report: everything before it goes in first, in order
-                    self._replace(key, rows)
+                    self._flush()  # a new kind of report: everything before it goes in first
+                    self._replace((metric, tuple(scope.items()), self.role), rows)
                     if not self._gauges.mixed(metric):
-                        self._deferrable.add(shape)
-
-    def _check_rows(self, metric: str, scope: Mapping[str, str], rows: tuple[tuple[Mapping[str, str], float], ...]) -> None:
-        """A held report's labels are checked when it comes (a bad one is a bug at its caller)."""
-        names = self._gauges.labels_of(metric)
-        for r, _v in rows:
-            order = (metric, tuple(scope), tuple(r))
-            if order not in self._checked:
-                _values(metric, names, {**scope, **r, ROLE: ""})
-                self._checked.add(order)
+                        shapes.setdefault(metric, shape)
 
     def _replace(self, key: tuple[str, tuple[tuple[str, str], ...], str], rows: tuple[tuple[Mapping[str, str], float], ...]) -> None:
         # A queue's report repeats most of its gauges unchanged (quotas, status): skip those.
@@ -289,8 +284,8 @@ class ProcessMetrics:
         two scrapes is written once, with its last report."""
         if self._held:
             held, self._held = self._held, {}
-            for key, rows in held.items():
-                self._replace(key, rows)
+            for (metric, values, role), rows in held.items():
+                self._replace((metric, tuple(zip(self._shapes[metric], values, strict=True)), role), rows)
 
     def clear_kueue_gauges(self) -> None:
         """A scheduler that stops leading stops reporting its queues (their state is no longer its own)."""

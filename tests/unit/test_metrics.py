@@ -128,3 +128,17 @@ def test_a_held_report_with_wrong_labels_is_refused_when_it_comes() -> None:
     m.apply([Gauges("kueue_pending_workloads", {"cluster_queue": "a"}, (({"status": "active"}, 1.0),))])
     with pytest.raises(ValueError, match="kueue_pending_workloads"):
         m.apply([Gauges("kueue_pending_workloads", {"cluster_queue": "b"}, (({"state": "active"}, 1.0),))])
+
+
+def test_reports_of_one_scope_in_either_label_order_keep_the_last() -> None:
+    m = ProcessMetrics()
+    g = "kueue_cluster_queue_nominal_quota"
+
+    def report(scope: dict[str, str], v: float) -> Gauges:
+        return Gauges(g, scope, (({"flavor": "x", "resource": "cpu"}, v),))
+
+    m.apply([report({"cohort": "c", "cluster_queue": "a"}, 1.0), report({"cohort": "c", "cluster_queue": "a"}, 2.0),
+             report({"cluster_queue": "a", "cohort": "c"}, 3.0)])
+    assert list(samples(m, g).values()) == [3.0]
+    m.apply([report({"cluster_queue": "a", "cohort": "c"}, 4.0), report({"cohort": "c", "cluster_queue": "a"}, 5.0)])
+    assert list(samples(m, g).values()) == [5.0]
