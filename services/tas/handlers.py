@@ -26,9 +26,9 @@ from kq.placement import (
     request_decoder,
 )
 from kq.runtime import Delivery, PermanentError
-from services.tas.world import NEEDED_KINDS, World
+from services.tas.world import BASE_KINDS, NEEDED_KINDS, World
 
-__all__ = ["NEEDED_KINDS", "SolverInputs", "caught_up", "decode_request", "solve", "record_hold"]
+__all__ = ["BASE_KINDS", "NEEDED_KINDS", "SolverInputs", "caught_up", "decode_request", "solve", "record_hold"]
 
 _SYNC_PREFIX = f"{subjects.PREFIX}.sync."
 MSG_ID_HEADER = "Nats-Msg-Id"
@@ -37,7 +37,9 @@ MSG_ID_HEADER = "Nats-Msg-Id"
 class SolverInputs:
     def __init__(self, clusters: tuple[str, ...], *, hold_ttl_s: float) -> None:
         self.worlds = {c: World(c, hold_ttl_s=hold_ttl_s) for c in clusters}
-        self.synced = asyncio.Event()
+        self.synced = asyncio.Event()  # every world saw the sync marker of every kind but Workloads
+        self.workloads_synced = asyncio.Event()  # ... and of Workloads (once they are followed)
+        self.wants_workloads = asyncio.Event()  # some world has a flavor naming a Topology
         self.workloads_applied = asyncio.Event()  # set after each Workload record (solve requests wait on it)
 
     def _world(self, cluster: str, subject: str) -> World | None:
@@ -49,8 +51,10 @@ class SolverInputs:
                 marker = decode_marker(d.subject, d.data)
                 if (w := self.worlds.get(marker.cluster)) is not None:
                     w.apply_marker(marker.kind)
-                if not self.synced.is_set() and all(not w.missing_kinds() for w in self.worlds.values()):
+                if not self.synced.is_set() and all(not w.missing_kinds(BASE_KINDS) for w in self.worlds.values()):
                     self.synced.set()
+                if not self.workloads_synced.is_set() and all(not w.missing_kinds() for w in self.worlds.values()):
+                    self.workloads_synced.set()
                 return
             rec = decode_record(d.subject, d.headers, d.data)
         except MirrorRecordError as e:
@@ -62,6 +66,8 @@ class SolverInputs:
                 raise PermanentError(f"{d.subject} (seq {d.stream_seq}): {e}") from None
             if rec.kind == "workload":
                 self.workloads_applied.set()
+            elif rec.kind == "resourceflavor" and not self.wants_workloads.is_set() and w.wants_workloads():
+                self.wants_workloads.set()
 
     async def on_hold(self, d: Delivery) -> None:
         try:

@@ -37,6 +37,10 @@ from services.tas.core.replacement import rehold_pod_set, replace_node
 from services.tas.solving import failed_reply, flavor_spec, held_domains, node_info, placed_reply, pod_set_request
 
 NEEDED_KINDS: tuple[str, ...] = ("node", "pod", "resourceflavor", "topology", "workload")
+# Workloads are followed only once some ResourceFlavor names a Topology (service.py): without a
+# topology-aware flavor no Workload can hold a placement, and reading every Workload record of a
+# large cluster for nothing was most of this service's CPU.
+BASE_KINDS: tuple[str, ...] = tuple(k for k in NEEDED_KINDS if k != "workload")
 _TOPOLOGY_ASSIGNMENT = b'"topologyAssignment"'  # Workload status.admission.podSetAssignments[].topologyAssignment
 
 
@@ -99,8 +103,12 @@ class World:
         if kind in NEEDED_KINDS:
             self.synced.add(kind)
 
-    def missing_kinds(self) -> list[str]:
-        return [k for k in NEEDED_KINDS if k not in self.synced]
+    def missing_kinds(self, kinds: tuple[str, ...] = NEEDED_KINDS) -> list[str]:
+        return [k for k in kinds if k not in self.synced]
+
+    def wants_workloads(self) -> bool:
+        """Some flavor names a Topology: Workloads may hold placements (its Topology may come later)."""
+        return any(f.spec.topology_name for f in self.flavors.values())
 
     # --- mirror -------------------------------------------------------------------------------------
 

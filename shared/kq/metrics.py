@@ -234,11 +234,20 @@ class ProcessMetrics:
         self._gauges = _GaugeTable(GAUGES)
         self.registry.register(self._gauges)
         self._gauge_rows: dict[tuple[str, tuple[tuple[str, str], ...], str], object] = {}  # rows last replaced
+        # Gauge reports held until the next scrape, last one per (metric, scope values, role): a busy
+        # queue's status is reported many times between two scrapes (large-scale: ~a quarter of
+        # admission's CPU went to replacing rows nobody read). Held only for a report of the scope
+        # shape (label names, in order) the metric was first reported with, the metric never
+        # mixing shapes: so a held report never changes which rows another one covers.
+        self._held: dict[tuple[str, tuple[str, ...], str], tuple[tuple[Mapping[str, str], float], ...]] = {}
+        self._shapes: dict[str, tuple[str, ...]] = {}  # metric -> its first scope shape
+        self._checked: set[tuple[str, tuple[str, ...], tuple[str, ...]]] = set()  # (metric, shape, row labels)
         self.set_ready(False)
 
     def apply(self, updates: Iterable[MetricUpdate]) -> None:
         role = {ROLE: self.role}
         series = self._series
+        held, shapes, checked = self._held, self._shapes, self._checked
         for u in updates:
             match u:
                 case Inc(metric, labels, amount):
@@ -246,15 +255,41 @@ class ProcessMetrics:
                 case Observe(metric, labels, value):
                     series.observe(metric, {**labels, **role}, value)
                 case Gauges(metric, scope, rows):
-                    # A queue's report repeats most of its gauges unchanged (quotas, status): skip those.
-                    key = (metric, tuple(scope.items()), self.role)
-                    if self._gauge_rows.get(key) == rows and not self._gauges.mixed(metric):
+                    shape = tuple(scope)
+                    if shapes.get(metric) == shape and not self._gauges.mixed(metric):
+                        for r, _v in rows:  # checked when it comes: a bad report is a bug at its caller
+                            if (metric, shape, tuple(r)) not in checked:
+                                _values(metric, self._gauges.labels_of(metric), {**scope, **r, ROLE: ""})
+                                checked.add((metric, shape, tuple(r)))
+                        # One shape per metric: held reports of a metric cover disjoint rows (their
+                        # order does not matter), and the scope's values name it.
+                        held[(metric, tuple(scope.values()), self.role)] = rows
                         continue
-                    self._gauges.replace(metric, {**scope, **role}, [({**scope, **r, **role}, v) for r, v in rows])
-                    self._gauge_rows[key] = rows
+                    self._flush()  # a new kind of report: everything before it goes in first
+                    self._replace((metric, tuple(scope.items()), self.role), rows)
+                    if not self._gauges.mixed(metric):
+                        shapes.setdefault(metric, shape)
+
+    def _replace(self, key: tuple[str, tuple[tuple[str, str], ...], str], rows: tuple[tuple[Mapping[str, str], float], ...]) -> None:
+        # A queue's report repeats most of its gauges unchanged (quotas, status): skip those.
+        metric, items, role = key
+        if self._gauge_rows.get(key) == rows and not self._gauges.mixed(metric):
+            return
+        scope = {**dict(items), ROLE: role}
+        self._gauges.replace(metric, scope, [({**scope, **r}, v) for r, v in rows])
+        self._gauge_rows[key] = rows
+
+    def _flush(self) -> None:
+        """Held gauge reports into the table (at scrape time): a queue reported many times between
+        two scrapes is written once, with its last report."""
+        if self._held:
+            held, self._held = self._held, {}
+            for (metric, values, role), rows in held.items():
+                self._replace((metric, tuple(zip(self._shapes[metric], values, strict=True)), role), rows)
 
     def clear_kueue_gauges(self) -> None:
         """A scheduler that stops leading stops reporting its queues (their state is no longer its own)."""
+        self._held = {k: v for k, v in self._held.items() if not k[0].startswith("kueue_")}
         self._gauges.clear("kueue_")
         self._gauge_rows = {k: v for k, v in self._gauge_rows.items() if not k[0].startswith("kueue_")}
 
@@ -273,6 +308,7 @@ class ProcessMetrics:
                              [({"stream": stream, "consumer": consumer, ROLE: role}, float(pending))])
 
     def exposition(self) -> bytes:
+        self._flush()
         return prometheus_client.generate_latest(self.registry)
 
 

@@ -99,3 +99,60 @@ async def test_a_replacement_replica_keeps_the_capacity_handed_out(bus: Bus, nat
         assert not c.placed and RACK in c.message, c
     finally:
         await _stop(second, task)
+
+
+def _held_on(host: str) -> dict[str, Any]:
+    """A Workload holding quota with a topology assignment of two 1-cpu pods on `host`."""
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": "held", "namespace": "ns", "uid": "uid-held"},
+            "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 2, "template": {"spec": {
+                "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1"}}}]}}}]},
+            "status": {"conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                                       "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                       "admission": {"clusterQueue": "cq", "podSetAssignments": [{
+                           "name": "main", "flavors": {"cpu": "tas"}, "count": 2,
+                           "topologyAssignment": {"levels": ["kubernetes.io/hostname"], "slices": [{
+                               "domainCount": 1, "valuesPerLevel": [{"universal": host}],
+                               "podCounts": {"universal": 2}}]}}]}}}
+
+
+async def _publish(bus: Bus, kind: str, ns: str, name: str, obj: dict[str, Any], rv: str) -> None:
+    await bus.publish(subjects.object_subject(CLUSTER, kind, ns or None, name), msgspec.json.encode(obj),
+                      msg_id=mirror_msg_id(CLUSTER, kind, ns or None, name, rv, "put"),
+                      headers=record_headers("put", rv, obj["metadata"]["uid"]))
+
+
+async def test_workloads_are_read_from_the_first_flavor_naming_a_topology_on(bus: Bus,
+                                                                              nats_config: NatsConfig) -> None:
+    topology, flavor, *nodes = OBJECTS
+    plain = {**flavor[3], "spec": {}}
+    for kind, ns, name, obj in [("resourceflavor", "", "tas", plain), *nodes, ("workload", "ns", "held", _held_on("x1"))]:
+        await _publish(bus, kind, ns, name, obj, "1")
+    for kind in NEEDED_KINDS:
+        await bus.publish(subjects.sync_subject(CLUSTER, kind),
+                          encode_marker(SyncMarker(cluster=CLUSTER, kind=kind, resource_version="1", count=0)),
+                          msg_id=sync_msg_id(CLUSTER, kind, "1"))
+
+    async def filters() -> set[str]:
+        infos = await bus.js.consumers_info(subjects.OBJECTS_STREAM)
+        return {f for i in infos for f in (i.config.filter_subjects or [i.config.filter_subject or ""]) if f}
+
+    workloads = subjects.object_filter(CLUSTER, "workload")
+    b, task = await _replica(nats_config, "a")
+    try:
+        assert workloads not in await filters()  # no flavor names a Topology: no Workload is read
+        await _publish(bus, "topology", "", "dc", topology[3], "2")
+        await _publish(bus, "resourceflavor", "", "tas", flavor[3], "2")
+
+        async def followed() -> set[str]:
+            got = await filters()
+            assert workloads in got, got
+            return got
+
+        await eventually(followed, timeout=30, interval=0.05, what="tas reading Workloads")
+        a = await _ask(bus, "a")  # x1 is full with the held Workload's two pods: rack r2
+        assert a.placed and {d.values for d in topology_domains(a.pod_sets[0].topology_assignment)} == {("x2",)}, a
+        c = await _ask(bus, "c")
+        assert not c.placed, c
+    finally:
+        await _stop(b, task)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -92,3 +94,51 @@ def test_repeated_reports_and_counts_keep_their_values_across_a_role_change_and_
         frozenset({"cluster_queue": "cq", "status": "active", "replica_role": "follower"}.items()): 3.0}
     counts = samples(m, "kueue_admitted_workloads_total")
     assert {dict(k)["replica_role"]: v for k, v in counts.items()} == {"leader": 2.0, "follower": 1.0}
+
+
+def test_a_queue_reported_many_times_between_scrapes_is_written_once_with_its_last_report(monkeypatch) -> None:
+    m = ProcessMetrics()
+    g = "kueue_pending_workloads"
+    writes: list[str] = []
+    replace = m._gauges.replace
+
+    def counted(metric: str, *args: Any) -> None:
+        writes.append(metric)
+        replace(metric, *args)
+
+    monkeypatch.setattr(m._gauges, "replace", counted)
+
+    def report(cq: str, active: float) -> Gauges:
+        return Gauges(g, {"cluster_queue": cq}, (({"status": "active"}, active),))
+
+    m.apply([report("a", 0.0)])  # the first of its kind goes into the table at once
+    writes.clear()
+    m.apply([report("a", float(n)) for n in range(1, 1000)] + [report("b", 7.0)])
+    assert writes == []
+    got = {dict(k)["cluster_queue"]: v for k, v in samples(m, g).items()}
+    assert got == {"a": 999.0, "b": 7.0}
+    assert writes == [g, g]
+    m.apply([report("a", 999.0)])  # what the table holds already: nothing to write at the next scrape
+    assert samples(m, g)[frozenset({"cluster_queue": "a", "status": "active", "replica_role": "standalone"}.items())] == 999.0
+    assert writes == [g, g]
+
+
+def test_a_held_report_with_wrong_labels_is_refused_when_it_comes() -> None:
+    m = ProcessMetrics()
+    m.apply([Gauges("kueue_pending_workloads", {"cluster_queue": "a"}, (({"status": "active"}, 1.0),))])
+    with pytest.raises(ValueError, match="kueue_pending_workloads"):
+        m.apply([Gauges("kueue_pending_workloads", {"cluster_queue": "b"}, (({"state": "active"}, 1.0),))])
+
+
+def test_reports_of_one_scope_in_either_label_order_keep_the_last() -> None:
+    m = ProcessMetrics()
+    g = "kueue_cluster_queue_nominal_quota"
+
+    def report(scope: dict[str, str], v: float) -> Gauges:
+        return Gauges(g, scope, (({"flavor": "x", "resource": "cpu"}, v),))
+
+    m.apply([report({"cohort": "c", "cluster_queue": "a"}, 1.0), report({"cohort": "c", "cluster_queue": "a"}, 2.0),
+             report({"cluster_queue": "a", "cohort": "c"}, 3.0)])
+    assert list(samples(m, g).values()) == [3.0]
+    m.apply([report({"cluster_queue": "a", "cohort": "c"}, 4.0), report({"cohort": "c", "cluster_queue": "a"}, 5.0)])
+    assert list(samples(m, g).values()) == [5.0]
