@@ -404,7 +404,9 @@ class Http1Pool:
             fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
             self._queued.append((data, timeout_s, fut))
             if self._pump is None:
-                self._pump = asyncio.get_running_loop().create_task(self._send_queued())
+                self._pump = pump = asyncio.get_running_loop().create_task(self._send_queued())
+                self._sending.add(pump)
+                pump.add_done_callback(self._sending.discard)
             return await fut
         async with self._slots:
             out = (await self._exchange([data], timeout_s))[0]
@@ -474,8 +476,10 @@ class Http1Pool:
     async def _send_queued(self) -> None:
         """Sends what `request` queued: up to `pipeline` requests at a time on one connection, as
         slots are free. Started in the turn of the first request, it runs in the next: every request
-        made meanwhile is in the queue."""
+        made meanwhile is in the queue. The last chunk it sends itself (a lone request costs one task),
+        after handing the queue over to a new task for the requests that come meanwhile."""
         loop = asyncio.get_running_loop()
+        me = asyncio.current_task()
         try:
             while self._queued:
                 await self._slots.acquire()
@@ -487,11 +491,16 @@ class Http1Pool:
                 if not chunk:
                     self._slots.release()
                     continue
+                if not self._queued:
+                    self._pump = None
+                    await self._send_chunk(chunk)
+                    return
                 task = loop.create_task(self._send_chunk(chunk))
                 self._sending.add(task)
                 task.add_done_callback(self._sending.discard)
         finally:
-            self._pump = None
+            if self._pump is me:
+                self._pump = None
 
     async def _send_chunk(self, chunk: list[tuple[bytes, float, asyncio.Future[Response]]]) -> None:
         timeout_s = min(t for _, t, _ in chunk)
@@ -541,9 +550,7 @@ class Http1Pool:
             self._idle.pop().close()
         if self._watchdog is not None:
             self._watchdog.cancel()
-        if self._pump is not None:
-            self._pump.cancel()
-        for task in list(self._sending):
+        for task in list(self._sending):  # (the pumps among them)
             task.cancel()
         while self._queued:
             fut = self._queued.popleft()[2]
