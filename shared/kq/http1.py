@@ -443,7 +443,7 @@ class Http1Pool:
                 if conn is None:
                     async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
                         conn = await self._connect()
-            except (OSError, TimeoutError) as e:
+            except (OSError, TimeoutError, ValueError) as e:
                 for i in todo:
                     out[i] = e
                 break
@@ -511,7 +511,9 @@ class Http1Pool:
             for fut in futs:
                 if not fut.done():
                     fut.set_exception(HttpError(f"{type(e).__name__}: {e}"))
-            raise
+            if not isinstance(e, Exception):
+                raise
+            return
         finally:
             self._slots.release()
         for fut, o in zip(futs, outs, strict=True):
