@@ -134,7 +134,8 @@ async def connect_clusters(stack: AsyncExitStack, bus: Bus, clusters: tuple[Clus
         raise ValueError("watcher: no clusters configured (config `clusters`)")
     watchers: list[ClusterWatcher] = []
     for c in clusters:
-        client = await KubeClient.from_kubeconfig(c.kubeconfig, user_agent="kq/watcher")
+        client = await KubeClient.from_kubeconfig(c.kubeconfig, user_agent="kq/watcher",
+                                                  pipeline=settings.api_pipeline)
         stack.push_async_callback(client.close)
         watchers.append(ClusterWatcher(bus, c.name, client, settings, job_integration=job_integration,
                                        frameworks=frameworks, policy=policy))

@@ -156,6 +156,10 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     max_replans: int = 10  # 409 -> re-read -> re-plan rounds for one command before naking it
     job_workers: int = 8  # Kueue: controller.groupKindConcurrency["Job.batch"]
     max_job_steps: int = 8  # writes in a row for one job before re-queueing it
+    # API requests made in the same turn of the loop sent pipelined, up to this many on one
+    # connection (kq.http1; 1: one request per connection at a time). Fewer system calls on
+    # both sides, but a server answers one connection's requests one after another.
+    api_pipeline: int = 8
     # Keep the Workloads' PodsReady condition (Kueue's waitForPodsReady). Unset: as the `kueue:`
     # section says (waitForPodsReady present and not `enable: false`).
     wait_for_pods_ready: bool | None = None
@@ -169,7 +173,7 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
             raise ValueError(f"skipKinds: unknown kind {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         _positive(self, "publish_batch", "publish_queue", "publish_rounds", "watch_timeout_s", "retry_base_s",
                   "retry_max_s", "command_batch", "command_concurrency", "command_pipeline", "command_window",
-                  "max_replans", "job_workers", "max_job_steps")
+                  "max_replans", "job_workers", "max_job_steps", "api_pipeline")
 
     def mirrored_kinds(self) -> list[str]:
         from kq.api.registry import KINDS

@@ -236,7 +236,7 @@ def _env_proxy(host: str) -> str | None:
 
 
 def _direct_pool(host: str, tls_context: ssl.SSLContext | bool, request_kw: Mapping[str, Any],
-                 limit: int) -> tuple[Http1Pool | None, str, bytes]:
+                 limit: int, pipeline: int = 1) -> tuple[Http1Pool | None, str, bytes]:
     """kq.http1's pool for this server, the server's base path and the Host header line; no pool
     when requests go through a proxy or the server is not plain http/https."""
     parts = urlsplit(host)
@@ -247,7 +247,8 @@ def _direct_pool(host: str, tls_context: ssl.SSLContext | bool, request_kw: Mapp
         tls = tls_context if isinstance(tls_context, ssl.SSLContext) else ssl.create_default_context()
     port = parts.port or (443 if tls is not None else 80)
     netloc = parts.netloc.rpartition("@")[2]
-    pool = Http1Pool(parts.hostname, port, tls=tls, server_hostname=request_kw.get("server_hostname"), limit=limit)
+    pool = Http1Pool(parts.hostname, port, tls=tls, server_hostname=request_kw.get("server_hostname"), limit=limit,
+                     pipeline=pipeline)
     return pool, parts.path.rstrip("/"), f"Host: {netloc}\r\n".encode("idna")
 
 
@@ -312,8 +313,10 @@ class KubeClient:
     """One API server. Methods take the lower-case kind names of kq.api.registry."""
 
     def __init__(self, cfg: Configuration, *, request_timeout_s: float = 30.0, max_connections: int = 128,
-                 user_agent: str = _USER_AGENT) -> None:
-        """Call from a running event loop (the session binds to it)."""
+                 user_agent: str = _USER_AGENT, pipeline: int = 1) -> None:
+        """Call from a running event loop (the session binds to it). `pipeline` > 1: unary requests
+        made in the same turn of the event loop go out pipelined, up to that many on one connection
+        (kq.http1.Http1Pool; not through a proxy)."""
         self._cfg = cfg
         self._user_agent = user_agent
         self._host = cfg.host.rstrip("/")
@@ -338,13 +341,13 @@ class KubeClient:
         # Unary requests on kq.http1 (a fraction of aiohttp's CPU per request); watches, and every
         # request through a proxy, on aiohttp.
         self._pool, self._base_path, self._host_line = _direct_pool(self._host, tls, self._request_kw,
-                                                                     max_connections)
+                                                                     max_connections, pipeline)
         self._heads: dict[str, bytes] = {}
 
     @classmethod
     async def from_kubeconfig(
         cls, path: str, *, context: str | None = None, request_timeout_s: float = 30.0, max_connections: int = 128,
-        user_agent: str = _USER_AGENT,
+        user_agent: str = _USER_AGENT, pipeline: int = 1,
     ) -> KubeClient:
         """max_connections bounds concurrent HTTP connections, for requests and for watches apart
         (each open watch holds one). A user with a `tokenFile` (a ServiceAccount's projected token)
@@ -354,7 +357,8 @@ class KubeClient:
         token_file = _token_file(path, context)
         if token_file is not None:
             cfg.refresh_api_key_hook = TokenFile(token_file)
-        return cls(cfg, request_timeout_s=request_timeout_s, max_connections=max_connections, user_agent=user_agent)
+        return cls(cfg, request_timeout_s=request_timeout_s, max_connections=max_connections, user_agent=user_agent,
+                   pipeline=pipeline)
 
     @classmethod
     async def from_kubeconfig_dict(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from support.wait import eventually
 
-from kq.http1 import Http1Pool, HttpError
+from kq.http1 import Http1Pool, HttpError, Response
 from kq.stack.secure import make_certificates
 
 pytestmark = pytest.mark.timeout(30)
@@ -124,6 +125,50 @@ async def test_no_answer_is_an_error_not_a_retry_on_a_new_connection() -> None:
         p.close()
 
 
+def _echo(req: bytes) -> bytes:
+    """200 with the request's target as the body."""
+    target = req.split(b" ")[1]
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(target), target)
+
+
+async def test_a_connection_cut_mid_batch_fails_the_rest_and_sends_nothing_again() -> None:
+    # the server answers two of the batch and closes while reading the third: the third and fourth
+    # may have been processed, so they fail rather than go again
+    async with server(lambda req, nth: _echo(req) if nth <= 2 else None) as (port, seen):
+        p = pool(port)
+        outs = await p.request_batch([Http1Pool.encode("PATCH", f"/{i}", HEAD, b"{}") for i in range(4)], 5)
+        assert [o.body for o in outs[:2] if isinstance(o, Response)] == [b"/0", b"/1"]
+        assert all(isinstance(o, HttpError) and "closed" in str(o) for o in outs[2:]), outs
+        assert set(seen) == {1} and not p._idle
+        p.close()
+
+
+async def test_a_batch_on_a_reused_connection_the_server_had_closed_goes_again_once() -> None:
+    total = 0
+
+    def answer(req: bytes, nth: int) -> bytes | None:
+        nonlocal total
+        total += 1
+        return None if total == 2 else _echo(req)  # the kept connection dropped as the batch comes
+
+    async with server(answer) as (port, seen):
+        p = pool(port)
+        assert (await p.request("GET", "/first", HEAD, None, 5)).status == 200
+        outs = await p.request_batch([Http1Pool.encode("GET", f"/{i}", HEAD, None) for i in range(3)], 5)
+        assert [o.body for o in outs if isinstance(o, Response)] == [b"/0", b"/1", b"/2"]
+        assert seen == [1, 1, 2, 2, 2]
+        p.close()
+
+
+async def test_requests_of_one_loop_turn_share_connections_and_keep_their_answers() -> None:
+    async with server(lambda req, nth: _echo(req)) as (port, seen):
+        p = Http1Pool("127.0.0.1", port, tls=None, server_hostname=None, limit=4, pipeline=8)
+        got = await asyncio.gather(*(p.request("GET", f"/{i}", HEAD, None, 5) for i in range(20)))
+        assert [r.body for r in got] == [f"/{i}".encode() for i in range(20)]
+        assert sorted(Counter(seen).values()) == [4, 8, 8]  # 8 + 8 + 4 on three connections
+        p.close()
+
+
 @asynccontextmanager
 async def silent_server() -> AsyncIterator[int]:
     """A server that reads and never answers; yields its port."""
@@ -163,6 +208,16 @@ async def test_a_short_timeout_fires_while_a_longer_request_waits() -> None:
             await long
         await eventually(lambda: p._watchdog is None, timeout=5, what="the pool's timeout watcher ended")
         p.close()
+
+
+async def test_closing_the_pool_fails_pipelined_requests_under_way_and_queued() -> None:
+    async with silent_server() as port:
+        p = Http1Pool("127.0.0.1", port, tls=None, server_hostname=None, limit=1, pipeline=2)
+        calls = [asyncio.create_task(p.request("GET", f"/{i}", HEAD, None, 20)) for i in range(5)]
+        await eventually(lambda: len(p._deadlines) == 1, timeout=5, what="the first two under way")
+        p.close()
+        done, _ = await asyncio.wait(calls, timeout=5)
+        assert len(done) == 5 and all(isinstance(c.exception(), HttpError) for c in calls)
 
 
 async def test_garbage_is_an_error() -> None:
