@@ -82,9 +82,9 @@ async def test_an_object_in_flight_and_a_marker_wait_for_the_round_before_them(b
         await eventually(lambda: pub.sent, what="the first round started")
         await pub.put(flavor("a", "3"))  # the same object: must not overtake its older state
         await pub.put(SyncMarker(cluster=C, kind="resourceflavor", resource_version="3", count=1))
-        await eventually(lambda: pub.pending() == 0, what="both taken from the queue")
-        for _ in range(20):
-            await asyncio.sleep(0)  # let anything that would be sent early be sent
+        # taken from the queue and held back (not sent) while its older state awaits its acks
+        await eventually(lambda: pub.pending() == 0 and any(key[2] == "a" for key in pub._held),
+                         what="the newer state held")
         assert pub.sent == [[("a", "1")]]
         assert "resourceflavor" not in pub.synced
         pub.release.set()
