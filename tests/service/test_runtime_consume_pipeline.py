@@ -59,10 +59,12 @@ async def test_window_asks_the_server_ahead_of_the_handler(bus: Bus, window: int
     trip per half batch."""
     release = asyncio.Event()
     handled = 0
+    batches = 0
 
     async def handler_batch(ds: list[Delivery]) -> list[BaseException | None]:
-        nonlocal handled
+        nonlocal handled, batches
         handled += len(ds)
+        batches += 1
         with contextlib.suppress(TimeoutError):  # bounded: never hangs
             await asyncio.wait_for(release.wait(), timeout=20.0)
         return [None] * len(ds)
@@ -74,14 +76,15 @@ async def test_window_asks_the_server_ahead_of_the_handler(bus: Bus, window: int
 
     async with running(bus.consume_batches("windowed", subjects.COMMANDS_STREAM, CMD, handler_batch,
                                            batch=4, pipeline=2, window=window)):
-        await eventually(lambda: handled == 8, timeout=10)  # both slots held, 4 each
+        # both slots held (a batch is what has arrived, up to 4: under load the first may be smaller)
+        await eventually(lambda: batches == 2, timeout=10)
         if ahead:
             await eventually(lambda: _at_least(taken, 40), timeout=10)
         else:
             # what is asked is asked as the slots fill: a few round trips let it all arrive
             for _ in range(5):
                 await bus.nc.flush()
-            assert await taken() <= 8 + 2 * 4  # handled, plus a batch buffered and a batch asked
+            assert await taken() <= handled + 2 * 4  # handled, plus a batch buffered and a batch asked
         release.set()
         await eventually(lambda: _at_least(lambda: _acked(bus), 60), timeout=15)
     assert handled == 60
