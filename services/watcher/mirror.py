@@ -20,7 +20,6 @@ goes on): a retried older state never lands after a newer one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from dataclasses import dataclass
 
 import msgspec
@@ -148,11 +147,16 @@ class MirrorPublisher:
                 elif all(key in self._busy for key in self._held) and not any(t.done() for t in self._in_flight):
                     # a held state goes once its object's round is stored, or with what comes next
                     getter = asyncio.ensure_future(q.get())
-                    await asyncio.wait({getter, *self._in_flight}, return_when=asyncio.FIRST_COMPLETED)
-                    if not getter.done():
-                        getter.cancel()  # (a cancelled Queue.get leaves its item in the queue)
-                    with contextlib.suppress(asyncio.CancelledError):
-                        items.append(await getter)
+                    try:
+                        await asyncio.wait({getter, *self._in_flight}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        if not getter.done():
+                            # Not awaited: a CancelledError there could be this task's own cancel,
+                            # and swallowing it left the watcher unstoppable. (A cancelled
+                            # Queue.get leaves its item in the queue.)
+                            getter.cancel()
+                    if getter.done() and not getter.cancelled():
+                        items.append(getter.result())
                 while len(items) < self._batch and not q.empty():
                     items.append(q.get_nowait())
                 await self._publish_items(items)

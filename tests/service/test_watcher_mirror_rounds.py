@@ -113,6 +113,31 @@ async def test_only_the_object_in_flight_waits_not_the_rest_of_its_round(bus: Bu
         await eventually(a_is_2, timeout=10, what="a's newer state stored")
 
 
+@pytest.mark.parametrize("turns", range(6))
+async def test_a_publisher_waiting_with_a_held_state_stops_when_cancelled(bus: Bus, turns: int) -> None:
+    # Found stuck in a test's teardown: cancelled in the loop turns between its round's acks and
+    # its Queue.get being cancelled, the publisher swallowed its own cancellation and waited for ever.
+    pub = HeldPublisher(bus, C, batch=512, queue_size=100, rounds=4)
+    pub.held.add("a")
+    task = asyncio.create_task(pub.run())
+    try:
+        await pub.put(flavor("a", "1"))
+        await eventually(lambda: pub.sent, what="the first round started")
+        await pub.put(flavor("a", "2"))
+        await eventually(lambda: pub.pending() == 0 and any(key[2] == "a" for key in pub._held),
+                         what="the newer state held")
+        (round_,) = pub._in_flight
+        pub.release.set()
+        await asyncio.wait({round_})
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=5)
+        assert task in done and task.cancelled(), "the publisher did not stop when cancelled"
+    finally:
+        task.cancel()
+
+
 def test_rounds_must_be_positive() -> None:
     with pytest.raises(ValueError, match="rounds"):
         MirrorPublisher(None, C, batch=1, queue_size=1, rounds=0)  # type: ignore[arg-type]
