@@ -11,6 +11,7 @@ import pytest
 
 from kq import subjects
 from kq.api import kueue as api
+from kq.config import ConfigError, parse_config
 from kq.mirror import ObjectRecord
 from kq.runtime import Delivery
 from services.admission.core.model import SchedulerConfig
@@ -89,3 +90,10 @@ def test_an_assumed_admission_holds_quota_until_refused() -> None:
     assert i.ahead(delivery(subjects.object_subject(C, "workload", "demo", "waiting")))  # its echo goes ahead
     p.state.forget("demo/waiting")
     assert not i.ahead(delivery(subjects.object_subject(C, "workload", "demo", "waiting")))
+
+
+def test_the_depth_is_read_from_the_config_and_checked() -> None:
+    assert parse_config("admission: {term: {replayAhead: 1000}}").admission.term.replay_ahead == 1000
+    assert parse_config("admission: {term: {replayAhead: 0}}").admission.term.replay_ahead == 0  # off
+    with pytest.raises(ConfigError, match=r"replay_?[aA]head"):
+        parse_config("admission: {term: {replayAhead: -1}}")
