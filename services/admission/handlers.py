@@ -18,11 +18,12 @@ from kq.messages import CommandOutcome, outcome_decoder
 from kq.mirror import MirrorRecordError, decode_marker, decode_record
 from kq.runtime import Bus, Delivery, OutMsg, PermanentError
 from services.admission.core.validation import InvalidEvent
-from services.admission.plan.inputs import InputError
+from services.admission.plan.inputs import InputError, workload_key
 from services.admission.plan.outputs import Outgoing
 from services.admission.plan.partition import LostLeadership, Partition
 
 _SYNC_PREFIX = f"{subjects.PREFIX}.sync."
+_OBJECT_PREFIX = f"{subjects.PREFIX}.obj."
 
 
 class Inputs:
@@ -55,6 +56,20 @@ class Inputs:
         except (MirrorRecordError, InputError, InvalidEvent) as e:
             raise PermanentError(f"{d.subject} (seq {d.stream_seq}): {e}") from None
         self.changed.set()
+
+    def ahead(self, d: Delivery) -> bool:
+        """Apply this mirror record out of turn (the replay is far behind)? Yes for a Workload that
+        holds quota in a deciding partition: its record frees quota (finished, evicted) or confirms
+        it (our admission's echo), and decisions taken meanwhile should see that. The core keeps
+        every other input in stream order; per workload the replay keeps the order."""
+        if not d.subject.startswith(_OBJECT_PREFIX):
+            return False
+        try:
+            key = subjects.parse_object_subject(d.subject)
+        except ValueError:
+            return False  # the in-order pass dead-letters it
+        p = self.partitions.get(key.cluster)
+        return p is not None and key.kind == "workload" and p.holds_quota(workload_key(key.namespace, key.name))
 
     async def on_outcome(self, d: Delivery) -> None:
         try:

@@ -113,7 +113,8 @@ class LeaderTerm:
                                                    self.inputs.on_outcome, deliver="last_per_subject")
         mirror = self.mirror = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters),
                                                self.inputs.on_object, deliver="last_per_subject",
-                                               batch=self.settings.replay_batch)
+                                               batch=self.settings.replay_batch, ahead=self.inputs.ahead,
+                                               ahead_depth=self.settings.replay_ahead)
         t0 = self.clock.monotonic()
         async with asyncio.TaskGroup() as tg:
             tg.create_task(outcomes.run(), name="admission:outcomes")

@@ -191,6 +191,10 @@ class AdmissionTermConfig(_Cfg, frozen=True, kw_only=True):
     spin_guard_s: float = 0.05  # wait between cycles that decide nothing while the core says "work"
     fence_poll_s: float = 0.02  # how often to look whether the fence left KQ_CMD
     replay_batch: int = 1000
+    # Mirror messages held beyond the one being applied while far behind, among which the records
+    # of workloads holding quota (finished, evicted, admitted) are applied at once (kq.runtime.replay
+    # look-ahead): quota freed behind a backlog of new workloads is used. 0: off.
+    replay_ahead: int = 50_000
     progress_log_s: float = 10.0  # while waiting to start deciding, say what for this often
     status_interval_s: float = 0.5  # queue statuses at most this often while busy (see Partition)
     # ... and on MultiKueue worker clusters (role: worker). Only people read a worker's queue
@@ -209,7 +213,7 @@ class AdmissionTermConfig(_Cfg, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:
         _not_negative(self, "max_round_s", "spin_guard_s", "status_interval_s", "worker_status_interval_s",
-                      "pending_interval_s", "pending_in_flight", "status_in_flight", "status_hold_s")
+                      "pending_interval_s", "pending_in_flight", "status_in_flight", "status_hold_s", "replay_ahead")
         _positive(self, "solve_timeout_s", "solve_retry_s", "slow_solve_s")
         _positive(self, "fence_poll_s", "replay_batch", "progress_log_s")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Literal
 
 import pytest
@@ -147,3 +148,62 @@ async def test_behind_counts_the_messages_still_to_handle(bus: Bus) -> None:
         assert r.behind == 0 and r.progress.is_set()
     # While message k is handled, k..n-1 are still to handle (0 before the first is handled).
     assert behind[:3] == [0, n - 1, n - 2] and behind[-1] == 1
+
+
+
+# --- look-ahead: far behind, picked records are handled at once, older ones of their subject skipped ---
+
+
+async def _put_all(bus: Bus, names: list[str]) -> None:
+    await bus.publish_many([OutMsg(obj(n), f"{n}@1".encode(), f"{n}@1", headers=record_headers("put", "1", f"u-{n}"))
+                            for n in names])
+
+
+def _held_handler(seen: list[str]) -> tuple[asyncio.Event, asyncio.Event, Callable[[Delivery], Awaitable[None]]]:
+    """A handler held on its first message until `gate` is set (`entered` says it is there)."""
+    gate, entered = asyncio.Event(), asyncio.Event()
+
+    async def handler(d: Delivery) -> None:
+        entered.set()
+        await gate.wait()
+        seen.append(d.data.decode())
+
+    return gate, entered, handler
+
+
+async def test_far_behind_a_picked_record_is_handled_at_once_and_its_older_one_skipped(bus: Bus) -> None:
+    names = [f"a{i:04}" for i in range(1000)]
+    names.insert(700, "x")  # x@1, deep in the backlog
+    await _put_all(bus, names)
+    seen: list[str] = []
+    gate, entered, handler = _held_handler(seen)
+    async with bus.replay(subjects.OBJECTS_STREAM, subjects.object_filter("c1"), handler, deliver="last_per_subject",
+                          batch=2000, ahead=lambda d: d.data == b"x@2", ahead_depth=5000) as r:
+        await asyncio.wait_for(entered.wait(), 5)  # a0000 in hand, the rest held behind it
+
+        async def all_sent() -> bool:  # x@1 is on its way to us before x@2 replaces it in the stream
+            (consumer,) = await bus.js.consumers_info(subjects.OBJECTS_STREAM)
+            return consumer.delivered is not None and consumer.delivered.stream_seq >= len(names)
+
+        await eventually(all_sent, timeout=10, what="the backlog sent to the replay")
+        ack = await bus.publish(obj("x"), b"x@2", msg_id="x@2", headers=record_headers("put", "2", "u-x"))
+        gate.set()
+        await eventually(lambda: r.last_seq >= ack.seq, timeout=10, what="the replay past x@2")
+    assert seen.count("x@2") == 1 and "x@1" not in seen  # handled once; its older record, still held, skipped
+    assert seen.index("x@2") < seen.index("a0999@1")  # ahead of the backlog
+    assert [s for s in seen if s != "x@2"] == [f"{n}@1" for n in names if n != "x"]  # the rest in order
+    assert r.handled_ahead == 1 and r.handled == 1002
+
+
+async def test_a_short_backlog_is_handled_in_order(bus: Bus) -> None:
+    names = [f"a{i:03}" for i in range(200)]
+    await _put_all(bus, names)
+    seen: list[str] = []
+    gate, entered, handler = _held_handler(seen)
+    async with bus.replay(subjects.OBJECTS_STREAM, subjects.object_filter("c1"), handler, deliver="last_per_subject",
+                          ahead=lambda d: True, ahead_depth=5000) as r:
+        await asyncio.wait_for(entered.wait(), 5)
+        gate.set()
+        await r.wait_caught_up(10)
+        await eventually(lambda: len(seen) == len(names), timeout=10)
+    assert seen == [f"{n}@1" for n in names] and r.handled_ahead == 0

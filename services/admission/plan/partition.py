@@ -112,6 +112,11 @@ class Partition:
         if self.on_tree_record is not None and rec.kind in ("clusterqueue", "cohort"):
             self.on_tree_record()
 
+    def holds_quota(self, key: str) -> bool:
+        """Does this workload hold quota (reserved or assumed) in a rebuilt state? Its records may
+        be applied ahead of a replay backlog (Inputs.ahead)."""
+        return self.rebuilt and key in self.state.reserved
+
     def apply_marker(self, marker: SyncMarker) -> None:
         if marker.kind in NEEDED_KINDS:
             self.synced.add(marker.kind)

@@ -378,5 +378,8 @@ class Bus:
         *,
         deliver: Literal["all", "last_per_subject"] = "all",
         batch: int = 1000,
+        ahead: Callable[[Delivery], bool] | None = None,
+        ahead_depth: int = 0,
     ) -> Replay:
-        return Replay(self, stream, filter_subjects, handler, deliver=deliver, batch=batch)
+        return Replay(self, stream, filter_subjects, handler, deliver=deliver, batch=batch, ahead=ahead,
+                      ahead_depth=ahead_depth)

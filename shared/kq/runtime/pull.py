@@ -182,6 +182,17 @@ class PullStream:
         item: Msg | ConsumerGone = await self._queue.get()
         if self._queue.empty() and max_n > 1:
             await asyncio.sleep(0)  # let messages already read off the socket join this batch
+        return self._take_from(item, max_n)
+
+    def take(self, max_n: int) -> list[Delivery]:
+        """Up to max_n messages already here, without waiting (none: [])."""
+        if self._gone is not None:
+            raise self._gone
+        if max_n < 1 or self._queue.empty():
+            return []
+        return self._take_from(self._queue.get_nowait(), max_n)
+
+    def _take_from(self, item: Msg | ConsumerGone, max_n: int) -> list[Delivery]:
         items: list[Msg] = []
         while True:
             if isinstance(item, ConsumerGone):

@@ -7,13 +7,20 @@ the last stream sequence handled, so the handler sees every message once, in ord
 `caught_up` is set once the handler has seen everything that existed at the start:
 when a handled message says nothing is pending, or its stream sequence reached the
 stream's last sequence at the start, or at once if nothing matched.
+
+Look-ahead (`ahead`, for a last-value stream of whole snapshots such as KQ_OBJECTS): while far
+behind, up to `ahead_depth` messages are held beyond the one being handled, and those the
+`ahead` predicate picks are handled at once, out of turn. Per subject the order still holds: a
+message handled ahead is not handled again, and an older message of its subject not handled yet
+is skipped (a whole snapshot supersedes it). Within a short backlog nothing is reordered.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from nats.js import api
@@ -33,6 +40,9 @@ _POLICY = {"all": api.DeliverPolicy.ALL, "last_per_subject": api.DeliverPolicy.L
 
 
 _YIELD_EVERY = 64  # handlers rarely await for real: let the loop breathe within a batch
+# Look-ahead: a message is looked at only with this many held before it ("far behind"); below,
+# the handler sees exactly the stream's order.
+_AHEAD_AFTER = 256
 
 
 class _Gap(Exception):
@@ -51,6 +61,8 @@ class Replay:
         *,
         deliver: Literal["all", "last_per_subject"] = "all",
         batch: int = 1000,
+        ahead: Callable[[Delivery], bool] | None = None,
+        ahead_depth: int = 0,
     ) -> None:
         fs = [filter_subjects] if isinstance(filter_subjects, str) else list(filter_subjects)
         if not fs or not all(fs):
@@ -63,6 +75,15 @@ class Replay:
         self._handler = handler
         self._deliver = deliver
         self._batch = batch
+        if ahead_depth < 0:
+            raise ValueError(f"ahead_depth must be >= 0, got {ahead_depth}")
+        self._ahead = ahead if ahead_depth > 0 else None
+        self._ahead_depth = ahead_depth
+        # subject -> stream sequence of its message handled ahead, and those (seq, subject) in
+        # order, forgotten once the in-order pass is past them
+        self._ahead_seq: dict[str, int] = {}
+        self._ahead_order: deque[tuple[int, str]] = deque()
+        self.handled_ahead = 0
         self.caught_up = asyncio.Event()
         self.last_seq = 0  # stream sequence of the last message handled
         self.handled = 0
@@ -104,13 +125,17 @@ class Replay:
             pull = PullStream(self._bus.nc, self.stream, cfg.name or "", batch=self._batch)
             await pull.start()
             expected = 1
+            held: deque[Delivery] = deque()
             try:
                 while True:
-                    for d in await pull.get(self._batch):
+                    await self._hold(held, await pull.get(self._batch))
+                    while held:
+                        d = held.popleft()
                         if d.consumer_seq != expected:
                             raise _Gap(f"expected consumer seq {expected}, got {d.consumer_seq}")
                         expected += 1
-                        await self._handle(d)
+                        if not self._superseded(d):
+                            await self._handle(d)
                         self.last_seq = d.stream_seq
                         self.handled += 1
                         self.behind = d.pending
@@ -119,6 +144,8 @@ class Replay:
                         if self.handled % _YIELD_EVERY == 0:
                             self.progress.set()
                             await asyncio.sleep(0)  # a long batch must not hold up replies and timers
+                            if self._ahead is not None:
+                                await self._hold(held, pull.take(self._ahead_depth - len(held)))
                     self.progress.set()
             except (ConsumerGone, _Gap) as e:
                 self._bus.log.warning(
@@ -128,6 +155,29 @@ class Replay:
                 await pull.stop(nak_buffered=False)
                 with contextlib.suppress(Exception):  # already gone, or the connection is closing
                     await js.delete_consumer(self.stream, cfg.name or "")
+
+    async def _hold(self, held: deque[Delivery], new: list[Delivery]) -> None:
+        """Append `new` to the held messages, handling at once those the look-ahead picks."""
+        ahead = self._ahead
+        for d in new:
+            # (after a consumer reset a message handled ahead comes again: not twice)
+            if (ahead is not None and len(held) >= _AHEAD_AFTER and self._ahead_seq.get(d.subject, 0) < d.stream_seq
+                    and ahead(d)):
+                await self._handle(d)
+                self._ahead_seq[d.subject] = d.stream_seq
+                self._ahead_order.append((d.stream_seq, d.subject))
+                self.handled_ahead += 1
+            held.append(d)
+
+    def _superseded(self, d: Delivery) -> bool:
+        """Was this message, or a newer one of its subject, handled ahead? Forgets what is passed."""
+        seq = self._ahead_seq.get(d.subject)
+        order = self._ahead_order
+        while order and order[0][0] <= d.stream_seq:
+            s, subject = order.popleft()
+            if self._ahead_seq.get(subject) == s:
+                del self._ahead_seq[subject]
+        return seq is not None and d.stream_seq <= seq
 
     async def _handle(self, d: Delivery) -> None:
         """Ordered: a temporary failure is retried in place; a permanent one is dead-lettered and skipped.
