@@ -35,7 +35,8 @@ from yarl import URL
 
 from kq.api.registry import kind_info
 from kq.http1 import Http1Pool, HttpError, Stream
-from kq.kube_target import KubeconfigError, KubeTarget, target_from_dict, target_from_file
+from kq.kube_target import KubeTarget, target_from_dict, target_from_file
+from kq.kubeconfigs import KubeconfigError
 
 PatchType = Literal["merge", "json", "strategic"]
 Propagation = Literal["Background", "Foreground", "Orphan"]

@@ -23,11 +23,9 @@ from typing import Any
 
 import yaml
 
+from kq.kubeconfigs import KubeconfigError
+
 Authorization = Callable[[], Awaitable[str | None]]
-
-
-class KubeconfigError(ValueError):
-    """The kubeconfig does not describe a usable cluster (the message names no secret)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,7 +15,8 @@ import yaml
 from kubernetes_asyncio.client import Configuration
 from kubernetes_asyncio.config import load_kube_config
 
-from kq.kube_target import KubeconfigError, KubeTarget, target_from_dict, target_from_file
+from kq.kube_target import KubeTarget, target_from_dict, target_from_file
+from kq.kubeconfigs import KubeconfigError
 
 pytestmark = pytest.mark.timeout(30)
 PEM = b"-----BEGIN CERTIFICATE-----\nnot checked here\n-----END CERTIFICATE-----\n"
