@@ -1,4 +1,4 @@
-"""A thin async Kubernetes client: kubernetes-asyncio reads the kubeconfig; kq.http1 carries requests
+"""A thin async Kubernetes client: kq.kube_target reads the kubeconfig; kq.http1 carries requests
 and watches (a fraction of aiohttp's CPU each), aiohttp anything through a proxy.
 
 Bodies travel as raw JSON bytes (decoded by the caller with msgspec into the
@@ -22,24 +22,21 @@ typed error (`Gone` for 410), and a malformed line raises `ProtocolError`.
 from __future__ import annotations
 
 import builtins
-import os
 import re
 import ssl
 import urllib.request
 from collections.abc import AsyncGenerator, Mapping
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import msgspec
-import yaml
-from kubernetes_asyncio.client import Configuration
-from kubernetes_asyncio.config import load_kube_config, load_kube_config_from_dict
 from yarl import URL
 
 from kq.api.registry import kind_info
 from kq.http1 import Http1Pool, HttpError, Stream
+from kq.kube_target import KubeTarget, target_from_dict, target_from_file
+from kq.kubeconfigs import KubeconfigError
 
 PatchType = Literal["merge", "json", "strategic"]
 Propagation = Literal["Background", "Foreground", "Orphan"]
@@ -211,19 +208,17 @@ def _body(body: bytes | msgspec.Struct | Mapping[str, Any] | list[Any]) -> bytes
     return _encoder.encode(body)
 
 
-def _ssl_context(cfg: Configuration) -> ssl.SSLContext | bool:
+def _ssl_context(target: KubeTarget) -> ssl.SSLContext | bool:
     """TLS as kubernetes-asyncio sets it up from the kubeconfig; none for a plain-HTTP server (loading
     the system's CA bundle costs ~0.3 s of CPU per client, and MultiKueue makes one per worker)."""
-    if not cfg.host.lower().startswith("https:"):
+    if not target.host.lower().startswith("https:"):
         return True  # aiohttp's default: nothing built unless an https URL is ever asked for
-    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
-    if cfg.cert_file:
-        ctx.load_cert_chain(cfg.cert_file, keyfile=cfg.key_file)
-    if not cfg.verify_ssl:
+    ctx = ssl.create_default_context(cafile=target.ca_file)
+    if target.cert_file:
+        ctx.load_cert_chain(target.cert_file, keyfile=target.key_file)
+    if not target.verify_tls:
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
-    if cfg.disable_strict_ssl_verification:
-        ctx.verify_flags &= ~ssl.VERIFY_X509_STRICT
     return ctx
 
 
@@ -252,45 +247,6 @@ def _direct_pool(host: str, tls_context: ssl.SSLContext | bool, request_kw: Mapp
     return pool, parts.path.rstrip("/"), f"Host: {netloc}\r\n".encode("idna")
 
 
-def _token_file(kubeconfig: str, context: str | None) -> str | None:
-    """The current user's `tokenFile`, relative to the kubeconfig's folder as kubectl reads it."""
-    try:
-        doc = yaml.safe_load(Path(kubeconfig).read_text()) or {}
-        ctx_name = context or doc.get("current-context")
-        ctx = next(c["context"] for c in doc.get("contexts") or () if c.get("name") == ctx_name)
-        user = next(u["user"] for u in doc.get("users") or () if u.get("name") == ctx.get("user"))
-    except (OSError, yaml.YAMLError, StopIteration, KeyError, TypeError, AttributeError):
-        return None
-    found = user.get("tokenFile") if isinstance(user, dict) else None
-    return str(Path(kubeconfig).parent / found) if isinstance(found, str) and found else None
-
-
-class TokenFile:
-    """kubernetes-asyncio reads a kubeconfig's tokenFile once and keeps that token for good, but a
-    ServiceAccount's projected token is rotated (the kubelet swaps the file; the old one expires).
-    As a refresh hook it re-reads the file whenever it changed (a stat per request)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._seen: tuple[int, int, int] | None = None
-
-    def __call__(self, cfg: Configuration) -> None:
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return  # keep the token we have: the next request says whether it still works
-        seen = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if seen == self._seen:
-            return
-        try:
-            token = Path(self.path).read_text().strip()
-        except OSError:
-            return
-        if token:
-            cfg.api_key["BearerToken"] = f"Bearer {token}"
-            self._seen = seen
-
-
 def resource_path(kind: str, namespace: str | None, name: str | None = None, subresource: str | None = None) -> str:
     """The API path of a kind (kq.api.registry's names), below the server's base path."""
     info = kind_info(kind)
@@ -312,32 +268,31 @@ def resource_path(kind: str, namespace: str | None, name: str | None = None, sub
 class KubeClient:
     """One API server. Methods take the lower-case kind names of kq.api.registry."""
 
-    def __init__(self, cfg: Configuration, *, request_timeout_s: float = 30.0, max_connections: int = 128,
+    def __init__(self, target: KubeTarget, *, request_timeout_s: float = 30.0, max_connections: int = 128,
                  user_agent: str = _USER_AGENT, pipeline: int = 1) -> None:
         """Call from a running event loop (the session binds to it). `pipeline` > 1: unary requests
         made in the same turn of the event loop go out pipelined, up to that many on one connection
         (kq.http1.Http1Pool; not through a proxy)."""
-        self._cfg = cfg
+        self._refresh = target.refresh
         self._user_agent = user_agent
-        self._host = cfg.host.rstrip("/")
+        self._host = target.host.rstrip("/")
         self._timeout_s = request_timeout_s
         self._timeout = aiohttp.ClientTimeout(total=request_timeout_s)
-        tls = _ssl_context(cfg)
+        tls = _ssl_context(target)
         connector = aiohttp.TCPConnector(limit=max_connections, ssl=tls)
         # No cookie jar (the API server sets none; the jar's filter ran per request); big objects in watches.
         self._session = aiohttp.ClientSession(connector=connector, read_bufsize=2**21,
                                               cookie_jar=aiohttp.DummyCookieJar())
         # What every request passes to aiohttp besides headers and body, built once.
         self._request_kw: dict[str, Any] = {}
-        if proxy := cfg.proxy or _env_proxy(self._host):
+        if proxy := target.proxy or _env_proxy(self._host):
             self._request_kw["proxy"] = proxy
-            if cfg.proxy_headers:
-                self._request_kw["proxy_headers"] = cfg.proxy_headers
-        if cfg.tls_server_name:
-            self._request_kw["server_hostname"] = cfg.tls_server_name
+        if target.tls_server_name:
+            self._request_kw["server_hostname"] = target.tls_server_name
         # Headers per content type while the token cannot change (no refresh hook: exec plugins and
         # token files have one); aiohttp copies them, so one dict serves every request.
-        self._fixed_headers: dict[str, dict[str, str]] | None = None if cfg.refresh_api_key_hook else {}
+        self._authorization = target.authorization
+        self._fixed_headers: dict[str, dict[str, str]] | None = None if target.refresh else {}
         # Unary requests on kq.http1 (a fraction of aiohttp's CPU per request); watches, and every
         # request through a proxy, on aiohttp.
         self._pool, self._base_path, self._host_line = _direct_pool(self._host, tls, self._request_kw,
@@ -352,13 +307,8 @@ class KubeClient:
         """max_connections bounds concurrent HTTP connections, for requests and for watches apart
         (each open watch holds one). A user with a `tokenFile` (a ServiceAccount's projected token)
         is re-read whenever the file changes."""
-        cfg = Configuration()
-        await load_kube_config(config_file=path, context=context, client_configuration=cfg, persist_config=False)
-        token_file = _token_file(path, context)
-        if token_file is not None:
-            cfg.refresh_api_key_hook = TokenFile(token_file)
-        return cls(cfg, request_timeout_s=request_timeout_s, max_connections=max_connections, user_agent=user_agent,
-                   pipeline=pipeline)
+        return cls(await target_from_file(path, context), request_timeout_s=request_timeout_s,
+                   max_connections=max_connections, user_agent=user_agent, pipeline=pipeline)
 
     @classmethod
     async def from_kubeconfig_dict(
@@ -367,14 +317,13 @@ class KubeClient:
     ) -> KubeClient:
         """From a kubeconfig already parsed (a MultiKueue Secret's content). Raises ValueError when it
         does not describe a usable cluster; the message never contains the kubeconfig's secrets."""
-        cfg = Configuration()
         try:
-            await load_kube_config_from_dict(dict(config), client_configuration=cfg)
-        except Exception as e:  # kubernetes-asyncio raises ConfigException, KeyError, TypeError ...
+            target = await target_from_dict(config)
+        except KubeconfigError as e:  # says what is wrong, never a secret
+            raise ValueError(f"invalid kubeconfig: {e}") from None
+        except Exception as e:  # kubernetes-asyncio's own (a plugin user) or a malformed entry: KeyError, TypeError ...
             raise ValueError(f"invalid kubeconfig: {type(e).__name__}") from None
-        if not cfg.host:
-            raise ValueError("invalid kubeconfig: no server")
-        return cls(cfg, request_timeout_s=request_timeout_s, max_connections=max_connections, user_agent=user_agent)
+        return cls(target, request_timeout_s=request_timeout_s, max_connections=max_connections, user_agent=user_agent)
 
     async def close(self) -> None:
         if self._pool is not None:
@@ -387,7 +336,7 @@ class KubeClient:
             return headers
         headers = {"Accept": "application/json", "Content-Type": content_type, "User-Agent": self._user_agent}
         # Asked per request when an exec/refresh hook in the kubeconfig may renew the token.
-        token = await self._cfg.get_api_key_with_prefix("BearerToken")
+        token = await self._refresh() if self._refresh is not None else self._authorization
         if token:
             headers["authorization"] = token
         if fixed is not None:

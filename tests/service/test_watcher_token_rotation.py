@@ -3,7 +3,7 @@
 kubesim checks bearer tokens here: first only the old token is let in, then only the new one
 (an API server after the old projected token expired). The watcher reads its token from a
 kubeconfig `tokenFile`, as deploy/kq/config.yaml has it; kubernetes-asyncio alone would keep the
-old token for good and get 401 from then on (kq.kube.TokenFile re-reads the file).
+old token for good and get 401 from then on (kq.kube_target.TokenFile re-reads the file).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import yaml
@@ -48,10 +48,12 @@ from kq.stack.health import HEALTHY, instance_status
 from kq.stack.natsnodes import NatsNodes
 from kq.stack.process import ChildProcess, is_alive, log_tail, stop_pids
 from kq.stack.secrets import KQ_NAMESPACE, give_worker_kubeconfigs, kueue_docs_secret_name
-from kq.stack.secure import SecureBus
 from kq.stack.state import ClusterRecord, StackState, read_state, remove_state, state_path, write_state
 from kq.stack.supervise import Restart, RestartPolicy, Supervisor
 from kq.stack.supervised import SupervisedChildren, with_port
+
+if TYPE_CHECKING:
+    from kq.stack.secure import SecureBus
 
 ClusterSpec = tuple[str, str]  # (name, role)
 DEFAULT_CLUSTERS: tuple[ClusterSpec, ...] = (("manager", "manager"), ("worker-1", "worker"), ("worker-2", "worker"))
@@ -127,7 +129,10 @@ class Stack(SupervisedChildren):
         self.log_level = log_level
         self._progress = progress or (lambda _line: None)
         self._kubesim_args = tuple(kubesim_args)
-        self.secure = SecureBus(self.dir) if secure else None  # a closed bus: TLS and a NATS user per service
+        self.secure: SecureBus | None = None
+        if secure:  # a closed bus: TLS and a NATS user per service (cryptography and nkeys: imported only then)
+            from kq.stack.secure import SecureBus
+            self.secure = SecureBus(self.dir)
         self.logs_dir = self.dir / "logs"
         self.config_path = self.dir / "config.yaml"
         self.nats_cluster = nats_cluster  # nats-server processes forming one JetStream cluster (R<n> streams)
@@ -369,6 +374,8 @@ class Stack(SupervisedChildren):
                 last = f"status {st.status}"
             if time.monotonic() > deadline:
                 raise self._failure(child, f"not healthy within {self.timeout_s}s (last answer: {last})")
+            if st is not None:  # it answered at once: ask again after a pause, not in a loop competing for CPU
+                await asyncio.sleep(_POLL_S)
 
     def _check_alive(self, child: ChildProcess, when: str) -> None:
         code = child.exit_code()
