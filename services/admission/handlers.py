@@ -80,45 +80,10 @@ def missing_sync(partitions: Iterable[Partition]) -> dict[str, list[str]]:
     return {p.cluster: p.missing_kinds() for p in partitions if p.missing_kinds()}
 
 
-def _out(items: list[Outgoing]) -> list[OutMsg]:
-    return [OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in items]
-
-
-class RoundPublisher:
-    """A round's commands first (what changes the world), stored before its decisions' audit events
-    are sent; the events' acks are not waited for before the next round: that round trip held every
-    finish that came meanwhile out of the next cycle (issue 12). A round's events go only after the
-    previous round's are stored (their order kept, one batch in flight); one that failed for good is
-    raised by the next `publish` or by `flush` (the decide loop asks `failed` each round)."""
-
-    def __init__(self, bus: Bus, on_done: Callable[[], None]) -> None:
-        self._bus = bus
-        self._on_done = on_done  # wakes the decide loop: a failure must not wait for the next round
-        self._events: asyncio.Task[None] | None = None
-
-    async def publish(self, commands: list[Outgoing], events: list[Outgoing]) -> None:
-        """On return the commands are stored and the events on their way."""
-        if commands:
-            await self._bus.publish_batch(_out(commands))
-        if events:
-            await self.flush()
-            self._events = asyncio.create_task(self._bus.publish_batch(_out(events)), name="admission:events")
-            self._events.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None:
-            self._on_done()
-
-    def failed(self) -> BaseException | None:
-        task = self._events
-        return task.exception() if task is not None and task.done() and not task.cancelled() else None
-
-    async def flush(self) -> None:
-        """Until the last round's events are stored (raises what their publish raised)."""
-        task, self._events = self._events, None
-        if task is not None:
-            await task
-
-    def cancel(self) -> None:
-        if self._events is not None and not self._events.done():
-            self._events.cancel()
+async def publish(bus: Bus, commands: list[Outgoing], events: list[Outgoing]) -> None:
+    """Commands first (what changes the world), then the decisions' audit events; each batch
+    at once with its acks awaited (publish_batch: no future per message), so on return both are stored."""
+    if commands:
+        await bus.publish_batch([OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in commands])
+    if events:
+        await bus.publish_batch([OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in events])

@@ -6,9 +6,8 @@
 3. fence: publish Fence(epoch=E) to each cluster and wait for its outcome, then until the fence
    itself is consumed from KQ_CMD: every command queued before it (an older leader's) has been
    applied or refused by then, and its outcome published;
-4. decide: run cycles when there is work or a backoff ends, publish commands (awaiting the
-   PubAcks lets the inputs that came meanwhile in before the next cycle), then events (their
-   acks awaited only before the next round's events: handlers.RoundPublisher).
+4. decide: run cycles when there is work or a backoff ends, publish commands then events
+   (awaiting the PubAcks lets the inputs that came meanwhile in before the next cycle).
    A partition waits while an older leader's write is not yet visible in the mirror.
 
 The term ends by exception: LostLeadership (a StaleEpoch refusal) or a failure; the lease
@@ -36,7 +35,7 @@ from kq.runtime import Bus, OutMsg, connect_options
 from services.admission.core.decisions import CycleResult, PlacementRequest
 from services.admission.core.model import SchedulerConfig
 from services.admission.core.ownership import OwnsTree
-from services.admission.handlers import Inputs, RoundPublisher, missing_sync
+from services.admission.handlers import Inputs, missing_sync, publish
 from services.admission.plan import events as k8s_events
 from services.admission.plan import metrics
 from services.admission.plan.inputs import NEEDED_KINDS
@@ -81,7 +80,6 @@ class LeaderTerm:
                                         status_in_flight=settings.status_in_flight or None,
                                         status_hold_s=settings.status_hold_s) for c in clusters}
         self.inputs = Inputs(self.partitions, self._lose)
-        self.rounds_out = RoundPublisher(bus, self.inputs.changed.set)
         self.lost: LostLeadership | None = None
         self._asking: set[asyncio.Task[None]] = set()  # requests to the topology solver in flight
         self.log = get_logger("kq.admission", epoch=epoch, writer=writer)
@@ -100,7 +98,6 @@ class LeaderTerm:
         try:
             await self._run()
         finally:
-            self.rounds_out.cancel()
             for task in list(self._asking):
                 task.cancel()
             await self._solve_nc.close()
@@ -184,8 +181,6 @@ class LeaderTerm:
         while True:
             if self.lost is not None:
                 raise self.lost
-            if (failed := self.rounds_out.failed()) is not None:
-                raise failed
             changed.clear()
             commands: list[Outgoing] = []
             events: list[Outgoing] = []
@@ -220,7 +215,7 @@ class LeaderTerm:
                 commands += trace_decisions(self.bus.tracer, p.cluster, p.traceparents, results, decided)
                 events += outputs.events
             if commands or events:
-                await self.rounds_out.publish(commands, events)
+                await publish(self.bus, commands, events)
             self.decided_through = seen
             for p in parts:
                 for req, ask in p.take_asks():
