@@ -127,6 +127,7 @@ class CommandExecutor:
         order, the epochs and the per-object queue, is settled before the first await."""
         results: list[BaseException | None] = [None] * len(deliveries)
         groups: dict[Any, list[tuple[int, Command, int]]] = {}
+        admitting: set[Any] = set()  # workloads with an AdmitWorkload in this batch
         # Epochs in stream order: a command is judged against the newest epoch its writer had
         # shown up to that point (in this batch or an earlier one), whatever order groups run in.
         running = self.epochs
@@ -156,6 +157,7 @@ class CommandExecutor:
                 admit = self._admits.get(ref)
                 if admit is None or admit[0] < d.stream_seq:
                     self._admits[ref] = (d.stream_seq, cmd.writer, cmd.epoch, cmd.uid)
+                admitting.add(ref)
             groups.setdefault(ref, []).append((i, cmd, seen))
         # Per object, a group waits for the same object's group of an earlier batch; if that one
         # left a command to retry, this one's commands are retried too, so none overtakes it.
@@ -164,7 +166,11 @@ class CommandExecutor:
                          if any(not isinstance(cmd, _BACKGROUND) for _, cmd, _ in items)}
         for ref in urgent_groups:
             self._urgent_lined[ref] = self._urgent_lined.get(ref, 0) + 1
-            self._slots.promote(ref)  # the same object's report waiting for a background slot is now in its way
+            # The same object's report waiting for a background slot is now in its way: a pending reason
+            # the admission makes moot goes on without a slot (run_group takes one if it must write after
+            # all); anything else waits in the urgent line.
+            if not (ref in admitting and self._slots.excuse(ref)):
+                self._slots.promote(ref)
 
         async def run_group(ref: Any, items: list[tuple[int, Command, int]], place: Place[BaseException]) -> None:
             blocked: BaseException | None = None
@@ -178,8 +184,9 @@ class CommandExecutor:
                 writes = blocked is None and not all(skip)
                 # Urgent if it is, or if an urgent group of the same object waits behind it.
                 urgent = ref in urgent_groups or self._urgent_lined.get(ref, 0) > 0
-                async with self._slots.slot(urgent=urgent, key=ref) if writes else contextlib.nullcontext():
+                async with contextlib.AsyncExitStack() as slot:
                     # (the slot is held for the API writes only, not for publishing outcomes)
+                    held = writes and await slot.enter_async_context(self._slots.slot(urgent=urgent, key=ref))
                     for (i, cmd, max_epoch), superseded in zip(items, skip, strict=True):
                         if blocked is not None:
                             results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
@@ -188,6 +195,8 @@ class CommandExecutor:
                                           and self._superseded_since(ref, cmd, deliveries[i].stream_seq)):
                             decided.append((i, cmd, self._outcome(cmd, True, SUPERSEDED, "")))
                             continue
+                        if not held:  # excused from the background line (excuse), yet this one is not moot
+                            held = await slot.enter_async_context(self._slots.slot(urgent=True, key=ref))
                         seq = deliveries[i].stream_seq
                         if isinstance(cmd, AdmitWorkload) and self._admits.get(ref, (-1,))[0] == seq:
                             del self._admits[ref]  # it runs: the entry goes (bounded by what is in flight)

@@ -560,3 +560,21 @@ def test_compact_uses_universal_values_and_affixes():
     individual = sl.values_per_level[1].individual
     assert individual is not None and individual.prefix == "node-" and individual.roots == ("0", "1", "2")
     assert sl.pod_counts.universal == 2
+
+
+def test_decoded_api_objects_are_not_tracked_by_the_cyclic_collector() -> None:
+    """Long-lived caches of API objects must not be walked by every full collection (meta.K8sStruct)."""
+    import gc
+
+    from kq.api.kueue import Workload
+
+    raw = msgspec.json.encode({
+        "metadata": {"name": "w", "namespace": "ns", "labels": {"a": "b"}},
+        "spec": {"queueName": "q", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+            "containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]}}}]},
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                                   "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+    })
+    wl = msgspec.json.decode(raw, type=Workload)
+    assert [gc.is_tracked(o) for o in (wl, wl.metadata, wl.spec, wl.spec.pod_sets[0], wl.status,
+                                       wl.status.conditions[0])] == [False] * 6

@@ -84,3 +84,32 @@ async def test_background_keeps_its_share_of_the_slots_while_urgent_work_waits()
         gates[name].set()
     await asyncio.gather(*tasks)
     assert order[-1] == "b2"
+
+
+async def test_an_excused_background_waiter_goes_on_without_a_slot() -> None:
+    """excuse(key): the background waiter of `key` leaves the line at once with no slot (False), the
+    holder keeps its slot, and the next waiter still gets it when it is freed."""
+    slots = WriteSlots(1, background_share=0)
+    order: list[str] = []
+    gates = {n: asyncio.Event() for n in ("h", "b")}
+    holder = asyncio.create_task(_hold(slots, "h", False, order, gates["h"]))
+    await _settle()
+    got: list[bool] = []
+
+    async def excused() -> None:
+        async with slots.slot(urgent=False, key="w1") as held:
+            got.append(held)
+
+    waiter = asyncio.create_task(excused())
+    other = asyncio.create_task(_hold(slots, "b", False, order, gates["b"]))
+    await _settle()
+    assert slots.waiting() == (0, 2)
+    assert slots.excuse("w1") and not slots.excuse("w1")
+    await asyncio.wait_for(waiter, 5)
+    assert got == [False] and slots.waiting() == (0, 1) and order == ["h"]
+    gates["h"].set()
+    gates["b"].set()
+    await asyncio.gather(holder, other)
+    assert order == ["h", "b"]
+    async with slots.slot(urgent=True) as held:  # the one slot is free again, not lost nor doubled
+        assert held and slots.waiting() == (0, 0)
