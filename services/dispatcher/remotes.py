@@ -48,13 +48,15 @@ _listed = msgspec.json.Decoder(_Listed)  # a resync compares versions without de
 _CATCH_UP_POLL_S = 0.25  # a resync waits for the watch to reach its list's version, looking this often
 
 
-def decision_inputs_differ(held: Any, obj: Any) -> bool:
+def decision_inputs_differ(kind: str, held: Any, obj: Any) -> bool:
     """Whether a new version of a copy (Workload) or of its Job differs in what the dispatcher's
-    decisions read (core/flow.py): status, labels, annotations, deletion. An adoption (owner
-    reference), a finalizer or the Job's spec (unsuspended by the worker) are not read."""
+    decisions read (core/flow.py): status, annotations, deletion, and a Job's labels (the
+    prebuilt-workload label ties it to its copy). An adoption (owner reference and the job-uid
+    label on the copy: one reconcile a job for nothing), a finalizer or the Job's spec
+    (unsuspended by the worker) are not read."""
     a, b = held.metadata, obj.metadata
     return (held.status != obj.status or a.deletion_timestamp != b.deletion_timestamp
-            or a.labels != b.labels or a.annotations != b.annotations)
+            or a.annotations != b.annotations or (kind != "workload" and a.labels != b.labels))
 
 
 def _rv(text: str) -> int | None:
@@ -248,7 +250,7 @@ class RemoteCluster:
                         continue  # the version our own write's answer gave (remembered): nothing new
                     else:
                         obj = decode_object(kind, ev.raw)
-                        changed = not own if held is None else decision_inputs_differ(held, obj)
+                        changed = not own if held is None else decision_inputs_differ(kind, held, obj)
                         table[key] = obj
                         if kind != "workload":
                             self._index_job(kind, obj)

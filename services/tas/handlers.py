@@ -26,9 +26,10 @@ from kq.placement import (
     request_decoder,
 )
 from kq.runtime import Delivery, PermanentError
-from services.tas.world import BASE_KINDS, NEEDED_KINDS, World
+from services.tas.world import BASE_KINDS, LATE_KINDS, NEEDED_KINDS, World
 
-__all__ = ["BASE_KINDS", "NEEDED_KINDS", "SolverInputs", "caught_up", "decode_request", "solve", "record_hold"]
+__all__ = ["BASE_KINDS", "LATE_KINDS", "NEEDED_KINDS", "SolverInputs", "caught_up", "decode_request", "solve",
+           "record_hold"]
 
 _SYNC_PREFIX = f"{subjects.PREFIX}.sync."
 MSG_ID_HEADER = "Nats-Msg-Id"
@@ -37,8 +38,8 @@ MSG_ID_HEADER = "Nats-Msg-Id"
 class SolverInputs:
     def __init__(self, clusters: tuple[str, ...], *, hold_ttl_s: float) -> None:
         self.worlds = {c: World(c, hold_ttl_s=hold_ttl_s) for c in clusters}
-        self.synced = asyncio.Event()  # every world saw the sync marker of every kind but Workloads
-        self.workloads_synced = asyncio.Event()  # ... and of Workloads (once they are followed)
+        self.synced = asyncio.Event()  # every world saw the sync marker of every kind but LATE_KINDS
+        self.workloads_synced = asyncio.Event()  # ... and of LATE_KINDS (Pods, Workloads) once they are followed
         self.wants_workloads = asyncio.Event()  # some world has a flavor naming a Topology
         self.workloads_applied = asyncio.Event()  # set after each Workload record (solve requests wait on it)
 

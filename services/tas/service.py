@@ -25,7 +25,16 @@ from kq.config import Config, ConfigError
 from kq.obs import get_logger
 from kq.placement import HOLDS_FILTER, PlacementHeld, SolveRequest
 from kq.runtime import Backoff, Bus, Lease, connect_options, holder_name, stand
-from services.tas.handlers import BASE_KINDS, NEEDED_KINDS, SolverInputs, caught_up, decode_request, record_hold, solve
+from services.tas.handlers import (
+    BASE_KINDS,
+    LATE_KINDS,
+    NEEDED_KINDS,
+    SolverInputs,
+    caught_up,
+    decode_request,
+    record_hold,
+    solve,
+)
 
 SERVICE = "tas"
 
@@ -57,7 +66,7 @@ class SolverTerm:
         self.settings = settings
         self.inputs = SolverInputs(clusters, hold_ttl_s=settings.hold_ttl_s)
         self._finishing: set[asyncio.Task[None]] = set()
-        self.workloads_ready = asyncio.Event()  # Workloads followed, replayed and synced
+        self.workloads_ready = asyncio.Event()  # Workloads and Pods followed, replayed and synced
         self.log = get_logger("kq.tas", epoch=epoch)
 
     async def run(self) -> None:
@@ -89,17 +98,17 @@ class SolverTerm:
                 await self._nc.close()
 
     async def _follow_workloads(self) -> None:
-        """From the first flavor naming a Topology on, the Workloads too (last value each, then live):
-        until then no Workload can hold a placement, and none is read."""
+        """From the first flavor naming a Topology on, the Workloads and Pods too (last value each, then
+        live): until then nothing is placed, so neither is read (world.LATE_KINDS)."""
         await self.inputs.wants_workloads.wait()
-        replay = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters, ("workload",)),
+        replay = self.bus.replay(subjects.OBJECTS_STREAM, mirror_filters(self.clusters, LATE_KINDS),
                                  self.inputs.on_object, deliver="last_per_subject", batch=self.settings.replay_batch)
         async with asyncio.TaskGroup() as tg:
             tg.create_task(replay.run(), name="tas:workloads")
             await replay.caught_up.wait()
             await self.inputs.workloads_synced.wait()
             self.workloads_ready.set()
-            self.log.info("following Workloads", replayed=replay.handled)
+            self.log.info("following Workloads and Pods", replayed=replay.handled)
 
     async def _on_solve(self, msg) -> None:
         """Solve in arrival order (synchronously: each answer sees the holds of the one before),

@@ -162,18 +162,21 @@ async def test_only_a_change_a_decision_reads_reconciles(
     await kube.create("workload", "ns", copy_doc("w11"))
     await eventually(lambda: ("ns", "w11") in remote.workloads, what="the watch delivered the copy")
     changed.clear()
-    # An adoption by its Job and a finalizer: nothing the dispatcher decides on.
+    # An adoption by its Job (owner reference and job-uid label, as Kueue's job reconciler writes
+    # them) and a finalizer: nothing the dispatcher decides on.
     job = decode_object("job", await kube.create("job", "ns", {
         "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j11", "namespace": "ns"},
         "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
             {"name": "c", "image": "i"}]}}}}))
     owner = {"apiVersion": "batch/v1", "kind": "Job", "name": "j11", "uid": job.metadata.uid, "controller": True}
-    await kube.patch("workload", "ns", "w11", {"metadata": {"ownerReferences": [owner], "finalizers": ["x/y"]}},
+    await kube.patch("workload", "ns", "w11", {"metadata": {
+        "ownerReferences": [owner], "finalizers": ["x/y"], "labels": {k.JOB_UID_LABEL: job.metadata.uid}}},
                      patch_type="merge")
     await kube.patch("workload", "ns", "w11", ADMITTED, patch_type="merge", subresource="status")
     await eventually(lambda: admitted(remote.workloads.get(("ns", "w11"))), what="the watch delivered the admission")
     held = remote.workloads[("ns", "w11")]
     assert held.metadata.owner_references and held.metadata.finalizers  # the view holds the adoption too
+    assert held.metadata.labels[k.JOB_UID_LABEL] == job.metadata.uid
     assert [keys for keys in changed if ("ns", "w11") in keys] == [{("ns", "w11")}]  # the admission only
 
 

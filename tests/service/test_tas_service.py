@@ -126,7 +126,12 @@ async def test_workloads_are_read_from_the_first_flavor_naming_a_topology_on(bus
                                                                               nats_config: NatsConfig) -> None:
     topology, flavor, *nodes = OBJECTS
     plain = {**flavor[3], "spec": {}}
-    for kind, ns, name, obj in [("resourceflavor", "", "tas", plain), *nodes, ("workload", "ns", "held", _held_on("x1"))]:
+    running = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "uid": "uid-p"},
+               "spec": {"nodeName": "x2", "containers": [{"name": "c", "image": "i",
+                                                           "resources": {"requests": {"cpu": "1"}}}]},
+               "status": {"phase": "Running"}}
+    for kind, ns, name, obj in [("resourceflavor", "", "tas", plain), *nodes, ("workload", "ns", "held", _held_on("x1")),
+                                ("pod", "ns", "p", running)]:
         await _publish(bus, kind, ns, name, obj, "1")
     for kind in NEEDED_KINDS:
         await bus.publish(subjects.sync_subject(CLUSTER, kind),
@@ -137,22 +142,30 @@ async def test_workloads_are_read_from_the_first_flavor_naming_a_topology_on(bus
         infos = await bus.js.consumers_info(subjects.OBJECTS_STREAM)
         return {f for i in infos for f in (i.config.filter_subjects or [i.config.filter_subject or ""]) if f}
 
-    workloads = subjects.object_filter(CLUSTER, "workload")
+    late = {subjects.object_filter(CLUSTER, "workload"), subjects.object_filter(CLUSTER, "pod")}
     b, task = await _replica(nats_config, "a")
     try:
-        assert workloads not in await filters()  # no flavor names a Topology: no Workload is read
+        assert not late & await filters()  # no flavor names a Topology: no Workload nor Pod is read
         await _publish(bus, "topology", "", "dc", topology[3], "2")
         await _publish(bus, "resourceflavor", "", "tas", flavor[3], "2")
 
         async def followed() -> set[str]:
             got = await filters()
-            assert workloads in got, got
+            assert late <= got, got
             return got
 
-        await eventually(followed, timeout=30, interval=0.05, what="tas reading Workloads")
-        a = await _ask(bus, "a")  # x1 is full with the held Workload's two pods: rack r2
-        assert a.placed and {d.values for d in topology_domains(a.pod_sets[0].topology_assignment)} == {("x2",)}, a
-        c = await _ask(bus, "c")
-        assert not c.placed, c
+        await eventually(followed, timeout=30, interval=0.05, what="tas reading Workloads and Pods")
+        # x1 is full with the held Workload's two pods and x2 half used by the running pod, both read
+        # late: two pods fit in no rack.
+        a = await _ask(bus, "a")
+        assert not a.placed and RACK in a.message, a
+        await _publish(bus, "pod", "ns", "p", {**running, "status": {"phase": "Succeeded"}}, "3")
+
+        async def placed_on_x2() -> SolveReply:
+            c = await _ask(bus, "c")
+            assert c.placed and {d.values for d in topology_domains(c.pod_sets[0].topology_assignment)} == {("x2",)}, c
+            return c
+
+        await eventually(placed_on_x2, timeout=30, interval=0.05, what="x2 free once its pod is done")
     finally:
         await _stop(b, task)
