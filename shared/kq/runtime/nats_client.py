@@ -16,7 +16,10 @@ batch's messages were ~5 % of the watcher's CPU in `Client.publish` (py-spy, ses
 
 `subscribe_direct` hands each message of a subscription to a plain function as the parser reads
 it (subject and payload), without nats-py's Msg object, its queue and a task's turn per message:
-for publish_batch's acks, one message per message published.
+for publish_batch's acks, one message per message published. `subscribe_messages` does the same
+with the whole Msg (headers parsed): a pull consumer's messages reach its buffer in the turn that
+read them, not one turn later through nats-py's task per subscription (a turn of a busy loop is
+milliseconds, and every hop of a workload's round trip is a pull).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from nats import errors
 from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 LINGER_S = 0.001
 _SUBJECT_INVALID = re.compile(r"[ \t\r\n]")  # as nats-py's publish: CR/LF could inject protocol commands
@@ -58,10 +63,12 @@ def header_block(headers: Mapping[str, str]) -> bytes:
 
 
 DirectHandler = Callable[[str, bytes], None]  # (subject, payload); headers are not read
+MsgHandler = Callable[[Msg], None]
 
 
 class LingeringClient(Client):
     _direct: dict[int, DirectHandler] | None = None
+    _direct_msgs: dict[int, MsgHandler] | None = None
 
     async def subscribe_direct(self, subject: str, handler: DirectHandler) -> None:
         """Every message on `subject` to `handler` as it is read, for as long as the connection lives
@@ -71,15 +78,35 @@ class LingeringClient(Client):
             self._direct = {}
         self._direct[sub._id] = handler
 
+    async def subscribe_messages(self, subject: str, handler: MsgHandler) -> Subscription:
+        """Every message on `subject` to `handler` as it is read, until the subscription is
+        unsubscribed or drained (resubscribed on reconnect). The handler must not block."""
+        sub = await self.subscribe(subject)
+        if self._direct_msgs is None:
+            self._direct_msgs = {}
+        self._direct_msgs[sub._id] = handler
+        return sub
+
+    def _remove_sub(self, sid: int, max_msgs: int = 0) -> None:
+        super()._remove_sub(sid, max_msgs)
+        if self._direct_msgs:
+            self._direct_msgs.pop(sid, None)
+
     async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes,
                            headers: bytes | None) -> None:
         handler = self._direct.get(sid) if self._direct else None
-        if handler is None:
-            await super()._process_msg(sid, subject, reply, data, headers)  # type: ignore[arg-type]
+        if handler is not None:
+            self.stats["in_msgs"] += 1
+            self.stats["in_bytes"] += len(data)
+            handler(subject.decode(), data)
             return
-        self.stats["in_msgs"] += 1
-        self.stats["in_bytes"] += len(data)
-        handler(subject.decode(), data)
+        whole = self._direct_msgs.get(sid) if self._direct_msgs else None
+        if whole is not None:
+            self.stats["in_msgs"] += 1
+            self.stats["in_bytes"] += len(data)
+            whole(self._build_message(sid, subject, reply, data, await self._process_headers(headers)))
+            return
+        await super()._process_msg(sid, subject, reply, data, headers)  # type: ignore[arg-type]
 
     async def _flusher(self) -> None:
         assert self._transport, "Client.connect must be called first"

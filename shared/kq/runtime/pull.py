@@ -22,6 +22,7 @@ from nats.js import JetStreamContext, api
 from nats.js.errors import BadRequestError, NotFoundError
 
 from kq.runtime.delivery import Delivery, to_delivery
+from kq.runtime.nats_client import LingeringClient
 
 _STATUS = "Status"
 _DESCRIPTION = "Description"
@@ -85,7 +86,10 @@ class PullStream:
 
     async def start(self) -> None:
         self._inbox = self._nc.new_inbox()
-        self._sub = await self._nc.subscribe(self._inbox, cb=self._on_msg)
+        if isinstance(self._nc, LingeringClient):  # into our buffer as read: no task turn (nats_client.py)
+            self._sub = await self._nc.subscribe_messages(self._inbox, self._on_msg)
+        else:
+            self._sub = await self._nc.subscribe(self._inbox, cb=self._on_msg_async)
         self._pump_task = asyncio.create_task(self._pump(), name=f"pull:{self.stream}/{self.consumer}")
 
     async def stop(self, *, nak_buffered: bool) -> None:
@@ -111,7 +115,10 @@ class PullStream:
                 except Exception:
                     break
 
-    async def _on_msg(self, msg: Msg) -> None:
+    async def _on_msg_async(self, msg: Msg) -> None:
+        self._on_msg(msg)
+
+    def _on_msg(self, msg: Msg) -> None:
         self._last_activity = time.monotonic()
         headers = msg.headers
         status = headers.get(_STATUS) if headers and not msg.data else None
@@ -180,8 +187,9 @@ class PullStream:
         if self._gone is not None:
             raise self._gone
         item: Msg | ConsumerGone = await self._queue.get()
-        if self._queue.empty() and max_n > 1:
-            await asyncio.sleep(0)  # let messages already read off the socket join this batch
+        if self._queue.empty() and max_n > 1 and not isinstance(self._nc, LingeringClient):
+            await asyncio.sleep(0)  # let messages already read off the socket join this batch (they
+            # are in already when handed over as read)
         return self._take_from(item, max_n)
 
     def take(self, max_n: int) -> list[Delivery]:
