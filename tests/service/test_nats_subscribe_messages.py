@@ -10,7 +10,7 @@ import pytest
 from nats.aio.msg import Msg
 
 from kq import subjects
-from kq.runtime import Bus
+from kq.runtime import Bus, Delivery
 from kq.runtime.consume import durable_config
 from kq.runtime.nats_client import LingeringClient
 from kq.runtime.pull import PullStream, create_consumer
@@ -52,7 +52,7 @@ async def test_a_pull_stream_takes_messages_without_a_subscription_task(bus: Bus
     await pull.start()
     try:
         assert pull._sub is not None and pull._sub._wait_for_msgs_task is None
-        taken = []
+        taken: list[Delivery] = []
         async with asyncio.timeout(10):
             while len(taken) < 3:
                 taken += await pull.get(8)
