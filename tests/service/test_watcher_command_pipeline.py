@@ -336,3 +336,41 @@ async def test_a_pending_reason_waiting_for_a_slot_makes_way_for_its_admission(b
 
 def _waiting(ex: CommandExecutor, lines: tuple[int, int]) -> bool:
     return ex._slots.waiting() == lines
+
+
+async def test_admissions_go_on_while_a_backlog_of_their_events_waits(bus: Bus, kube: KubeClient,
+                                                                        world: Workload) -> None:
+    """Events are half of the watcher's writes and come after every command's: while they wait, more
+    admissions than the old room for 4 x concurrency commands' Events are applied and reported, and
+    their batches end (acknowledged), instead of waiting for that room; the Events follow."""
+    ex, reported = await executor_reporting(bus, kube)  # concurrency 8: the old room held 32 commands' Events
+    ex._slots = ex._events._slots = WriteSlots(8, background_share=0)
+    note = EventNote(event_type="Normal", reason="QuotaReserved", message="Quota reserved", at="2026-01-01T00:00:00Z")
+    admits: list[AdmitWorkload] = []
+    for i in range(40):
+        wl = world if i == 0 else await create(kube, {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+            "metadata": {"name": f"wl{i}", "namespace": "demo"},
+            "spec": {"queueName": "lq", "podSets": [{"name": "main", "count": 1, "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "1"}}}]}}}]}})
+        admits.append(AdmitWorkload(id=f"admit{i}", cluster=C, writer="admission", epoch=0, namespace="demo",
+                                    name=wl.metadata.name, uid=wl.metadata.uid, admission=ADMISSION, events=(note,)))
+    held = asyncio.Event()
+    real_record = ex.events.record
+
+    async def slow_record(cmd: RecordEvent) -> tuple[bool, str, str]:
+        await held.wait()
+        return await real_record(cmd)
+
+    ex.events.record = slow_record  # type: ignore[method-assign]  # the Event writes held
+    batches = [ex.handle_batch([delivery(admit, seq)]) for seq, admit in enumerate(admits, start=1)]
+    assert await asyncio.wait_for(asyncio.gather(*batches), 20) == [[None]] * 40
+    assert all(reported[a.id].applied for a in admits)
+    held.set()
+
+    async def written() -> bool:
+        items, _ = await kube.list("event", namespace="demo")
+        return len(items) == 40
+
+    await eventually(written, timeout=15, what="the 40 QuotaReserved Events")
