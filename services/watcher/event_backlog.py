@@ -5,10 +5,10 @@ Issue 12: a command group used to wait for room among 256 commands' Events befor
 outcome. Events are half of the watcher's writes (an admission has two) and get what the reports'
 share of the slots leaves, so under load that room stayed full: ~3,900 of the 4,096 commands in
 hand waited there, their batches unacknowledged, and no command (admissions among them) was
-delivered until Events drained. Now a command's Events wait here, at most `limit` of them; beyond
-that new ones are dropped and said so, as Kubernetes' own recorder drops what it cannot queue
-(client-go keeps 1,000). Best effort as before: a command is acknowledged once its outcome is
-stored, whether its Events are written yet or not.
+delivered until Events drained. Now a command's Events wait here (~400 bytes each), at most
+`limit` of them; beyond that new ones are dropped and said so (a log line a thousand), as
+Kubernetes' own recorder drops what it cannot queue (client-go keeps 1,000). Best effort as
+before: a command is acknowledged once its outcome is stored, whether its Events are written yet.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ class EventBacklog:
         self._count = 0  # Events queued
         self._tasks: set[asyncio.Task[None]] = set()
         self.dropped = 0
-        self._dropping = False
         self.log = get_logger("kq.watcher.events", cluster=cluster)
 
     def __len__(self) -> int:
@@ -45,14 +44,11 @@ class EventBacklog:
         if not events:
             return
         if self._count + len(events) > self._limit:
-            self.dropped += len(events)
-            if not self._dropping:  # once per stretch of overflow
-                self._dropping = True
+            before, self.dropped = self.dropped, self.dropped + len(events)
+            if before // 1000 != self.dropped // 1000 or not before:  # the first, then one line a thousand
                 self.log.warning("event backlog full; dropping new events", limit=self._limit,
                                  dropped_so_far=self.dropped, command=events[0].id)
             return
-        if self._count <= self._limit // 2:
-            self._dropping = False
         self._queued.append(events)
         self._count += len(events)
         if len(self._tasks) < self._writers:

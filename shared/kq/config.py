@@ -139,7 +139,7 @@ KQ_NAMESPACE = "kq-system"
 NEVER_MIRRORED = ("secret",)
 
 
-DEFAULT_EVENT_BACKLOG = 20_000
+DEFAULT_EVENT_BACKLOG = 100_000
 
 
 class WatcherConfig(_Cfg, frozen=True, kw_only=True):
@@ -158,7 +158,7 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     command_window: int = 256  # commands asked of the stream ahead (a window of one batch: a round trip per 8)
     max_replans: int = 10  # 409 -> re-read -> re-plan rounds for one command before naking it
     # Events of applied commands waiting for their write at most; newer ones are dropped beyond
-    # (services/watcher/event_backlog.py; client-go's recorder keeps 1,000).
+    # (services/watcher/event_backlog.py, ~400 bytes each; client-go's recorder keeps 1,000).
     event_backlog: int = DEFAULT_EVENT_BACKLOG
     job_workers: int = 8  # Kueue: controller.groupKindConcurrency["Job.batch"]
     max_job_steps: int = 8  # writes in a row for one job before re-queueing it
