@@ -319,6 +319,8 @@ class CommandExecutor:
 
         # Each note is its own Event (the name hashes the reason): written side by side, not one
         # round trip after the other (QuotaReserved and Admitted come together).
+        if not events:
+            return
         if len(events) == 1:
             await record(events[0])
         else:

@@ -17,7 +17,8 @@ admission, which then lined up for a slot a second time (issue 12: ~5 % of the a
 so, 0.2-3 s each on the loaded machine).
 
 Below both, the Events of applied commands (`slot(urgent=False, event=True)`, event_backlog.py):
-a freed slot goes to one only when no report waits for it, or no work at all does.
+a freed slot goes to an Event within the reports' share when no report waits for it, and beyond
+that share only when nothing else waits.
 """
 
 from __future__ import annotations
