@@ -99,8 +99,10 @@ class CommandExecutor:
         self.events = EventWriter(client, bus.instance, bus.clock)
         # The Events of a group's writes are recorded after its slot is freed, in the lowest line
         # (Kueue's recorder is asynchronous too); neither its outcome nor its batch waits for them.
-        self._events = EventBacklog(self._write_events, self._slots, limit=event_backlog, writers=concurrency,
-                                    cluster=cluster)
+        # At most an eighth of the slots write Events at once: a backlog draining on every slot
+        # filled the API server's queue ahead of the next admissions.
+        self._events = EventBacklog(self._write_events, self._slots, limit=event_backlog,
+                                    writers=max(1, concurrency // 8), cluster=cluster)
         self._outcomes = OutcomePublisher(bus)  # every group's outcomes in the next publish (outcomes.py)
 
     # --- epochs survive a restart through the outcomes we published ---

@@ -342,7 +342,8 @@ async def test_admissions_go_on_while_a_backlog_of_their_events_waits(bus: Bus, 
                                                                         world: Workload) -> None:
     """Events are half of the watcher's writes and come after every command's: while they wait, more
     admissions than the old room for 4 x concurrency commands' Events are applied and reported, and
-    their batches end (acknowledged), instead of waiting for that room; the Events follow."""
+    their batches end (acknowledged), instead of waiting for that room; the Events follow, at most
+    an eighth of the write slots at once."""
     ex, reported = await executor_reporting(bus, kube)  # concurrency 8: the old room held 32 commands' Events
     ex._slots = ex._events._slots = WriteSlots(8, background_share=0)
     note = EventNote(event_type="Normal", reason="QuotaReserved", message="Quota reserved", at="2026-01-01T00:00:00Z")
@@ -358,15 +359,23 @@ async def test_admissions_go_on_while_a_backlog_of_their_events_waits(bus: Bus, 
                                     name=wl.metadata.name, uid=wl.metadata.uid, admission=ADMISSION, events=(note,)))
     held = asyncio.Event()
     real_record = ex.events.record
+    writing: list[int] = [0, 0]  # Event writes under way, most at once
 
     async def slow_record(cmd: RecordEvent) -> tuple[bool, str, str]:
-        await held.wait()
-        return await real_record(cmd)
+        writing[0] += 1
+        writing[1] = max(writing)
+        try:
+            await held.wait()
+            return await real_record(cmd)
+        finally:
+            writing[0] -= 1
 
     ex.events.record = slow_record  # type: ignore[method-assign]  # the Event writes held
     batches = [ex.handle_batch([delivery(admit, seq)]) for seq, admit in enumerate(admits, start=1)]
     assert await asyncio.wait_for(asyncio.gather(*batches), 20) == [[None]] * 40
     assert all(reported[a.id].applied for a in admits)
+    await eventually(lambda: writing[0] == 1, timeout=5.0, what="an Event write under way")
+    assert writing[1] == 1  # an eighth of the 8 slots: the rest stay free for the next commands
     held.set()
 
     async def written() -> bool:
