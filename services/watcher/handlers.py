@@ -29,12 +29,12 @@ from kq import subjects
 from kq.api.constants import KUEUE_GROUP, KUEUE_VERSION
 from kq.api.events import ObjectReference
 from kq.clock import rfc3339_seconds
-from kq.config import DEFAULT_EVENT_BACKLOG
 from kq.kube import BadRequest, Conflict, Forbidden, KubeClient, KubeError, NotFound, Throttled, retry_delay
 from kq.messages import (
     AdmitWorkload,
     Command,
     CommandOutcome,
+    EventNote,
     EvictWorkload,
     Fence,
     RecordEvent,
@@ -51,7 +51,6 @@ from services.watcher.apply import apply_action, read
 from services.watcher.core.authority import refuse_writer
 from services.watcher.core.commands import FINISHED, STALE_EPOCH, plan_command, target_ref
 from services.watcher.core.writes import Delete, Refusal, Skip, Write
-from services.watcher.event_backlog import EventBacklog
 from services.watcher.events import EventWriter
 from services.watcher.objects import ClusterObjects
 from services.watcher.outcomes import OutcomePublisher
@@ -77,7 +76,7 @@ class _Blocked(TemporaryError):
 
 class CommandExecutor:
     def __init__(self, bus: Bus, cluster: str, client: KubeClient, objects: ClusterObjects, *,
-                 concurrency: int, max_replans: int, event_backlog: int = DEFAULT_EVENT_BACKLOG) -> None:
+                 concurrency: int, max_replans: int) -> None:
         self.bus = bus
         self.cluster = cluster
         self.client = client
@@ -95,14 +94,12 @@ class CommandExecutor:
         # workload -> (stream sequence, writer, epoch, uid) of the newest AdmitWorkload that arrived for
         # it and has not run yet: an older SetWorkloadPending of it is moot (the admit overwrites it).
         self._admits: dict[tuple[str, str, str], tuple[int, str, int, str]] = {}
+        # The Events of a batch's writes are recorded after its slot is freed, as background writes
+        # (Kueue's recorder is asynchronous too); at most this many commands' Events wait at once.
+        self._notes_room = asyncio.Semaphore(4 * concurrency)
+        self._note_tasks: set[asyncio.Task[None]] = set()
         self.log = get_logger("kq.watcher.commands", cluster=cluster)
         self.events = EventWriter(client, bus.instance, bus.clock)
-        # The Events of a group's writes are recorded after its slot is freed, in the lowest line
-        # (Kueue's recorder is asynchronous too); neither its outcome nor its batch waits for them.
-        # At most an eighth of the slots write Events at once: a backlog draining on every slot
-        # filled the API server's queue ahead of the next admissions.
-        self._events = EventBacklog(self._write_events, self._slots, limit=event_backlog,
-                                    writers=max(1, concurrency // 8), cluster=cluster)
         self._outcomes = OutcomePublisher(bus)  # every group's outcomes in the next publish (outcomes.py)
 
     # --- epochs survive a restart through the outcomes we published ---
@@ -178,7 +175,7 @@ class CommandExecutor:
         async def run_group(ref: Any, items: list[tuple[int, Command, int]], place: Place[BaseException]) -> None:
             blocked: BaseException | None = None
             decided: list[tuple[int, Command, CommandOutcome]] = []
-            events: list[tuple[RecordEvent, ...]] = []
+            notes: list[tuple[Command, str, tuple[EventNote, ...]]] = []
             try:
                 blocked = await place.turn()
                 # (asked even of a stale command: the newest one's entry goes when it runs)
@@ -209,14 +206,14 @@ class CommandExecutor:
                                                deliveries[i].headers, {"kq.command": cmd.id}):
                                 outcome = await self._decide(cmd, max_epoch)
                             decided.append((i, cmd, outcome))
-                            if written := self._events_of(cmd, outcome):
-                                events.append(written)
+                            if written := self._notes_of(cmd, outcome):
+                                notes.append(written)
                         except TemporaryError as e:
                             results[i] = blocked = e
                         except Exception as e:
                             results[i] = blocked = e
-                for written in events:  # queued, not awaited: what frees or holds quota goes first
-                    self._events.put(written)
+                for cmd, uid, cmd_notes in notes:
+                    await self._record_later(cmd, uid, cmd_notes)
                 if decided:  # outcomes stored before handle_batch returns, hence before any ack
                     try:
                         await self._report([(cmd, out) for _, cmd, out in decided])
@@ -285,7 +282,8 @@ class CommandExecutor:
         if max_epoch is None:
             max_epoch = self.epochs.get(cmd.writer, 0)
         outcome = await self._decide(cmd, max_epoch)
-        await self._write_events(self._events_of(cmd, outcome))
+        if written := self._notes_of(cmd, outcome):
+            await self._record_notes(*written)
         await self._report([(cmd, outcome)])
         return outcome
 
@@ -297,36 +295,52 @@ class CommandExecutor:
         return outcome
 
     @staticmethod
-    def _events_of(cmd: Command, outcome: CommandOutcome) -> tuple[RecordEvent, ...]:
+    def _notes_of(cmd: Command, outcome: CommandOutcome) -> tuple[Command, str, tuple[EventNote, ...]] | None:
         """The Events to record now that the command's write is done (as Kueue records them), if any."""
         uid, notes = event_notes(cmd)
-        ref = target_ref(cmd)
-        if not notes or not outcome.applied or outcome.reason or ref is None:
-            return ()
-        _kind, ns, name = ref
-        involved = ObjectReference(api_version=_KUEUE_API, kind="Workload", namespace=ns, name=name, uid=uid)
-        return tuple(RecordEvent(id=f"{cmd.id}|{note.reason}", cluster=cmd.cluster, writer=cmd.writer,
-                                 epoch=cmd.epoch, involved=involved, event_type=note.event_type, reason=note.reason,
-                                 action=note.reason, message=note.message, at=note.at) for note in notes)
+        return (cmd, uid, notes) if notes and outcome.applied and not outcome.reason else None
 
-    async def _write_events(self, events: Sequence[RecordEvent]) -> None:
+    async def _record_later(self, cmd: Command, uid: str, notes: tuple[EventNote, ...]) -> None:
+        """Record in the background, in a background write slot: an admission's or eviction's Events do
+        not hold its write slot nor its outcome (what frees or holds quota goes first). Waits only when
+        too many commands' Events are waiting already."""
+        await self._notes_room.acquire()
+
+        async def record() -> None:
+            try:
+                async with self._slots.slot(urgent=False):
+                    await self._record_notes(cmd, uid, notes)
+            finally:
+                self._notes_room.release()
+
+        task = asyncio.create_task(record(), name=f"events:{cmd.id}")
+        self._note_tasks.add(task)
+        task.add_done_callback(self._note_tasks.discard)
+
+    async def _record_notes(self, cmd: Command, uid: str, notes: tuple[EventNote, ...]) -> None:
         """Best effort, as Kubernetes' own recorder: an event that cannot be written is logged and
         dropped (the command's write stands; retrying the command would not write it again)."""
+        ref = target_ref(cmd)
+        if ref is None:
+            return
+        _kind, ns, name = ref
+        involved = ObjectReference(api_version=_KUEUE_API, kind="Workload", namespace=ns, name=name, uid=uid)
 
-        async def record(ev: RecordEvent) -> None:
+        async def record(note: EventNote) -> None:
+            ev = RecordEvent(id=f"{cmd.id}|{note.reason}", cluster=cmd.cluster, writer=cmd.writer, epoch=cmd.epoch,
+                             involved=involved, event_type=note.event_type, reason=note.reason, action=note.reason,
+                             message=note.message, at=note.at)
             try:
                 await self.events.record(ev)
             except KubeError as e:
-                self.log.warning("event not recorded", command=ev.id, reason=ev.reason, error=str(e))
+                self.log.warning("event not recorded", command=cmd.id, reason=note.reason, error=str(e))
 
         # Each note is its own Event (the name hashes the reason): written side by side, not one
         # round trip after the other (QuotaReserved and Admitted come together).
-        if not events:
-            return
-        if len(events) == 1:
-            await record(events[0])
+        if len(notes) == 1:
+            await record(notes[0])
         else:
-            await asyncio.gather(*(record(ev) for ev in events))
+            await asyncio.gather(*(record(note) for note in notes))
 
     async def _report(self, done: list[tuple[Command, CommandOutcome]]) -> None:
         """Publish outcomes, in order, awaiting the stream's acks (deduplicated by command id), with

@@ -59,7 +59,7 @@ class ClusterWatcher:
                                    clock=bus.clock, wait_for_pods_ready=bool(settings.wait_for_pods_ready),
                                    tracer=bus.tracer, policy=policy)
         self.commands = CommandExecutor(bus, cluster, client, self.objects, concurrency=settings.command_concurrency,
-                                        max_replans=settings.max_replans, event_backlog=settings.event_backlog)
+                                        max_replans=settings.max_replans)
         kinds = settings.mirrored_kinds()
         # The Job integration needs Jobs, Workloads, flavors and priority classes; without them it is off.
         # Kueue's integrations.frameworks may leave batch/job out: then it is off too.

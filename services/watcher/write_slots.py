@@ -15,10 +15,6 @@ admission, which makes the reason moot, the waiting group is excused instead (`e
 goes on at once without a slot (it has nothing to write), not through the urgent line ahead of the
 admission, which then lined up for a slot a second time (issue 12: ~5 % of the admissions waited
 so, 0.2-3 s each on the loaded machine).
-
-Below both, the Events of applied commands (`slot(urgent=False, event=True)`, event_backlog.py):
-a freed slot goes to an Event within the reports' share when no report waits for it, and beyond
-that share only when nothing else waits.
 """
 
 from __future__ import annotations
@@ -30,12 +26,11 @@ from contextlib import asynccontextmanager
 
 
 class _Waiter:
-    __slots__ = ("fut", "urgent", "event")
+    __slots__ = ("fut", "urgent")
 
-    def __init__(self, fut: asyncio.Future[bool], urgent: bool, event: bool) -> None:
+    def __init__(self, fut: asyncio.Future[bool], urgent: bool) -> None:
         self.fut = fut
         self.urgent = urgent
-        self.event = event
 
 
 class WriteSlots:
@@ -47,20 +42,18 @@ class WriteSlots:
         # handed straight to the next waiter).
         self._urgent: deque[_Waiter] = deque()
         self._background: deque[_Waiter] = deque()
-        self._events: deque[_Waiter] = deque()
         self._background_of: dict[Hashable, _Waiter] = {}  # key -> its background waiter (promote)
 
     @asynccontextmanager
-    async def slot(self, *, urgent: bool, key: Hashable = None, event: bool = False) -> AsyncIterator[bool]:
-        """Holds a slot for the section (True), unless the waiter was excused (False: no slot held).
-        event: an Event's write, behind every report (counted in the background share)."""
+    async def slot(self, *, urgent: bool, key: Hashable = None) -> AsyncIterator[bool]:
+        """Holds a slot for the section (True), unless the waiter was excused (False: no slot held)."""
         held_urgent = urgent  # promote() may change it while waiting; released as it was handed over
         if self._free > 0:
             self._free -= 1
             self._background_running += not urgent
         else:
-            waiter = _Waiter(asyncio.get_running_loop().create_future(), urgent, event and not urgent)
-            self._line(waiter).append(waiter)
+            waiter = _Waiter(asyncio.get_running_loop().create_future(), urgent)
+            (self._urgent if urgent else self._background).append(waiter)
             if not urgent and key is not None:
                 self._background_of[key] = waiter
             try:
@@ -70,7 +63,7 @@ class WriteSlots:
                 if fut.done() and not fut.cancelled() and fut.result():
                     self._release(waiter.urgent)  # handed a slot just as we were cancelled: pass it on
                 else:
-                    line = self._line(waiter)
+                    line = self._urgent if waiter.urgent else self._background
                     if waiter in line:
                         line.remove(waiter)
                 raise
@@ -108,25 +101,19 @@ class WriteSlots:
         return True
 
     def waiting(self) -> tuple[int, int]:
-        """(urgent, background) groups waiting for a slot, Events aside (tests, logs)."""
+        """(urgent, background) groups waiting for a slot (tests, logs)."""
         return len(self._urgent), len(self._background)
-
-    def _line(self, waiter: _Waiter) -> deque[_Waiter]:
-        return self._urgent if waiter.urgent else self._events if waiter.event else self._background
 
     def _release(self, urgent: bool) -> None:
         if not urgent:
             self._background_running -= 1
-        if self._background_running < self._share:
-            lines = (self._background, self._events, self._urgent)
-        else:
-            lines = (self._urgent, self._background, self._events)
-        for line in lines:
+        first = self._background if self._background_running < self._share else self._urgent
+        for line in (first, self._urgent, self._background):
             while line:
                 fut = line.popleft().fut
                 if not fut.done():
                     fut.set_result(True)
                     # a background waiter counts as running from the hand-over (it resumes later)
-                    self._background_running += line is not self._urgent
+                    self._background_running += line is self._background
                     return
         self._free += 1

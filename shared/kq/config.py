@@ -139,9 +139,6 @@ KQ_NAMESPACE = "kq-system"
 NEVER_MIRRORED = ("secret",)
 
 
-DEFAULT_EVENT_BACKLOG = 100_000
-
-
 class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     """`watcher:` the watcher's knobs (see docs/configuration.md)."""
 
@@ -157,9 +154,6 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     command_pipeline: int = 256  # command batches handled at once (a slow object does not hold up the next)
     command_window: int = 256  # commands asked of the stream ahead (a window of one batch: a round trip per 8)
     max_replans: int = 10  # 409 -> re-read -> re-plan rounds for one command before naking it
-    # Events of applied commands waiting for their write at most; newer ones are dropped beyond
-    # (services/watcher/event_backlog.py, ~400 bytes each; client-go's recorder keeps 1,000).
-    event_backlog: int = DEFAULT_EVENT_BACKLOG
     job_workers: int = 8  # Kueue: controller.groupKindConcurrency["Job.batch"]
     max_job_steps: int = 8  # writes in a row for one job before re-queueing it
     # API requests made in the same turn of the loop sent pipelined, up to this many on one
@@ -179,7 +173,7 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
             raise ValueError(f"skipKinds: unknown kind {', '.join(unknown)} (known: {', '.join(sorted(known))})")
         _positive(self, "publish_batch", "publish_queue", "publish_rounds", "watch_timeout_s", "retry_base_s",
                   "retry_max_s", "command_batch", "command_concurrency", "command_pipeline", "command_window",
-                  "max_replans", "event_backlog", "job_workers", "max_job_steps", "api_pipeline")
+                  "max_replans", "job_workers", "max_job_steps", "api_pipeline")
 
     def mirrored_kinds(self) -> list[str]:
         from kq.api.registry import KINDS

@@ -60,7 +60,6 @@ def test_defaults_when_the_sections_are_left_out() -> None:
     pytest.param("watcher: {skipKinds: [pods]}", "skipKinds: unknown kind pods", id="unknown-kind"),
     pytest.param("watcher: {jobWorkers: 0}", "jobWorkers: must be greater than 0", id="zero-workers"),
     pytest.param("watcher: {publishRounds: 0}", "publishRounds: must be greater than 0", id="zero-rounds"),
-    pytest.param("watcher: {eventBacklog: 0}", "eventBacklog: must be greater than 0", id="zero-event-backlog"),
     pytest.param("admission: {leaseTtlS: 1.5}", "Expected `int`, got `float` - at `$.admission.leaseTtlS`", id="ttl-type"),
     pytest.param("admission: {term: {maxRoundS: -1}}", "maxRoundS: must not be negative", id="negative"),
 ])

@@ -12,9 +12,8 @@ from services.watcher.write_slots import WriteSlots
 pytestmark = pytest.mark.timeout(10)
 
 
-async def _hold(slots: WriteSlots, name: str, urgent: bool, order: list[str], release: asyncio.Event,
-                event: bool = False) -> None:
-    async with slots.slot(urgent=urgent, event=event):
+async def _hold(slots: WriteSlots, name: str, urgent: bool, order: list[str], release: asyncio.Event) -> None:
+    async with slots.slot(urgent=urgent):
         order.append(name)
         await release.wait()
 
@@ -114,32 +113,3 @@ async def test_an_excused_background_waiter_goes_on_without_a_slot() -> None:
     assert order == ["h", "b"]
     async with slots.slot(urgent=True) as held:  # the one slot is free again, not lost nor doubled
         assert held and slots.waiting() == (0, 0)
-
-
-async def test_events_wait_behind_reports_and_urgent_work_and_share_the_reports_share() -> None:
-    """An Event's write gets a freed slot after every urgent and background waiter; within the
-    background share only when no report waits for it."""
-    slots = WriteSlots(2, background_share=1)
-    order: list[str] = []
-    names = ("h1", "h2", "e1", "b1", "u1", "e2")
-    gates = {n: asyncio.Event() for n in names}
-    tasks = [asyncio.create_task(_hold(slots, n, True, order, gates[n])) for n in ("h1", "h2")]
-    await _settle()
-    for name, urgent, event in (("e1", False, True), ("b1", False, False), ("u1", True, False),
-                                ("e2", False, True)):
-        tasks.append(asyncio.create_task(_hold(slots, name, urgent, order, gates[name], event)))
-        await _settle()
-    assert slots.waiting() == (1, 1)  # Events aside
-    gates["h1"].set()  # no background running: the share goes to the report, not the older Event
-    await _settle()
-    gates["h2"].set()  # the report holds the share: the urgent waiter
-    await _settle()
-    assert order == ["h1", "h2", "b1", "u1"]
-    gates["b1"].set()  # the share is free again: the Events, oldest first
-    await _settle()
-    gates["u1"].set()
-    await _settle()
-    assert order == ["h1", "h2", "b1", "u1", "e1", "e2"]
-    for gate in gates.values():
-        gate.set()
-    await asyncio.gather(*tasks)
