@@ -31,7 +31,6 @@ import json
 import signal
 
 import nats
-from nats.errors import TimeoutError as NatsTimeout
 
 PENDING = "kq.v1.mk.pending.>"
 STREAM = "KQ_MK"
@@ -64,7 +63,7 @@ async def run(url: str, prices: dict[str, float], durable: str) -> None:
     while not stop.is_set():
         try:
             msgs = await sub.fetch(16, timeout=1)
-        except NatsTimeout:
+        except TimeoutError:  # nats-py raises asyncio's (the builtin) or its own subclass of it
             continue
         for msg in msgs:
             pending = json.loads(msg.data)
