@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import signal
 from collections.abc import Awaitable, Callable
@@ -130,8 +129,7 @@ async def run(url: str, widen_after_s: float, durable: str, quiet: bool) -> None
             else:
                 await spread.pending(msg.subject, msg.metadata.sequence.stream, body)
             await msg.ack()
-    with contextlib.suppress(Exception):
-        await nc.drain()
+    await nc.close()
 
 
 def main() -> None:
