@@ -28,13 +28,11 @@ import argparse
 import asyncio
 import json
 import signal
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import nats
-from nats.js.api import ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig
 
-Publish = Callable[[str, bytes, str], Awaitable[None]]  # subject, body, message id
 STREAM = "KQ_MK"
 PENDING = "kq.v1.mk.pending.>"
 SETTLED = "kq.v1.mk.settled.>"
@@ -42,78 +40,100 @@ SETTLED = "kq.v1.mk.settled.>"
 
 @dataclass
 class Wait:
-    """One workload's wait: where it goes, and the timer that widens it."""
+    """One workload's wait: where its nominations go and who has been nominated."""
 
     subject: str  # kq.v1.mk.nominate.<ns>.<name>
     key: str  # the pending message's stream sequence: names this wait's nominations
     clusters: list[str]  # connected workers, as the pending message listed them
     nominated: list[str] = field(default_factory=list)
-    timer: asyncio.TimerHandle | None = None
+
+
+@dataclass(frozen=True)
+class Nomination:
+    uid: str
+    subject: str
+    clusters: tuple[str, ...]
+    msg_id: str  # the bus drops a repeat of the same nomination
+
+    def body(self) -> bytes:
+        return json.dumps({"clusters": list(self.clusters), "uid": self.uid}).encode()
 
 
 class Spread:
-    def __init__(self, widen_after_s: float, publish: Publish, log: bool = True) -> None:
-        self.widen_after_s = widen_after_s
-        self.publish = publish
-        self.log = log
+    """The decisions, apart from the bus and the clock: what to nominate for each message or timer."""
+
+    def __init__(self) -> None:
         self.load: dict[str, int] = {}  # worker -> nominations so far
         self.waits: dict[str, Wait] = {}  # workload uid -> its open wait
 
-    def pick(self, clusters: list[str], taken: list[str]) -> str | None:
-        free = [c for c in clusters if c not in taken]
-        return min(free, key=lambda c: (self.load.get(c, 0), c)) if free else None
-
-    async def pending(self, subject: str, seq: int, body: dict) -> None:
+    def pending(self, subject: str, seq: int, body: dict) -> Nomination | None:
         uid = body["uid"]
         wait = self.waits.get(uid)
         if wait is None or not wait.nominated:
-            wait = Wait(subject=subject.replace(".mk.pending.", ".mk.nominate.", 1), key=str(seq),
-                        clusters=list(body["clusters"]))
-            self.waits[uid] = wait
-            await self.widen(uid)
-            return
-        # The same workload published again: answer as before (kq's dispatcher drops nothing it
-        # has not seen land), under this message's key so the bus does not take it for a repeat.
+            self.waits[uid] = Wait(subject=subject.replace(".mk.pending.", ".mk.nominate.", 1), key=str(seq),
+                                   clusters=list(body["clusters"]))
+            return self.widen(uid)
+        # The same workload published again (a new wait kq saw: the nomination may not have
+        # landed): the same nomination again, never a wider one, under this message's key so the
+        # bus does not take it for a repeat.
         wait.key, wait.clusters = str(seq), list(body["clusters"])
-        await self._send(uid, wait)
+        return self._nomination(uid, wait)
 
-    def settled(self, body: dict) -> None:
-        wait = self.waits.pop(body["uid"], None)
-        if wait is not None and wait.timer is not None:
-            wait.timer.cancel()
+    def settled(self, uid: str) -> None:
+        self.waits.pop(uid, None)
 
-    async def widen(self, uid: str) -> None:
+    def widen(self, uid: str) -> Nomination | None:
+        """One more worker for an open wait: the one nominated least so far (ties by name)."""
         wait = self.waits.get(uid)
-        if wait is None:
-            return
-        chosen = self.pick(wait.clusters, wait.nominated)
-        if chosen is not None:
-            self.load[chosen] = self.load.get(chosen, 0) + 1
-            wait.nominated.append(chosen)
-            await self._send(uid, wait)
-        if len(wait.nominated) < len(wait.clusters):
-            loop = asyncio.get_running_loop()
-            wait.timer = loop.call_later(self.widen_after_s, lambda: loop.create_task(self.widen(uid)))
+        free = [c for c in wait.clusters if c not in wait.nominated] if wait is not None else []
+        if wait is None or not free:
+            return None
+        chosen = min(free, key=lambda c: (self.load.get(c, 0), c))
+        self.load[chosen] = self.load.get(chosen, 0) + 1
+        wait.nominated.append(chosen)
+        return self._nomination(uid, wait)
 
-    async def _send(self, uid: str, wait: Wait) -> None:
-        body = json.dumps({"clusters": wait.nominated, "uid": uid}).encode()
-        await self.publish(wait.subject, body, f"spread:{wait.key}:{len(wait.nominated)}")
-        if self.log:
-            print(f"{wait.subject.split('.', 4)[4].replace('.', '/', 1)} -> {wait.nominated}", flush=True)
+    def can_widen(self, uid: str) -> bool:
+        wait = self.waits.get(uid)
+        return wait is not None and len(wait.nominated) < len(wait.clusters)
+
+    @staticmethod
+    def _nomination(uid: str, wait: Wait) -> Nomination:
+        return Nomination(uid=uid, subject=wait.subject, clusters=tuple(wait.nominated),
+                          msg_id=f"spread:{wait.key}:{len(wait.nominated)}")
 
 
 async def run(url: str, widen_after_s: float, durable: str, quiet: bool) -> None:
     nc = await nats.connect(url, name="spread-dispatcher")
     js = nc.jetstream()
-
-    async def publish(subject: str, body: bytes, msg_id: str) -> None:
-        await js.publish(subject, body, headers={"Nats-Msg-Id": msg_id})
-
-    spread = Spread(widen_after_s, publish, log=not quiet)
-    sub = await js.pull_subscribe("", durable=durable, stream=STREAM,
-                                  config=ConsumerConfig(filter_subjects=[PENDING, SETTLED]))
-    stop = asyncio.Event()
+    spread = Spread()
+    timers: dict[str, asyncio.TimerHandle] = {}  # uid -> the timer that widens its wait
+    widening: set[asyncio.Task[None]] = set()  # nominations a timer is sending
     loop = asyncio.get_running_loop()
+
+    async def send(nom: Nomination) -> None:
+        await js.publish(nom.subject, nom.body(), headers={"Nats-Msg-Id": nom.msg_id})
+        if not quiet:
+            print(f"{nom.subject.split('.', 4)[4].replace('.', '/', 1)} -> {list(nom.clusters)}", flush=True)
+
+    def arm(uid: str) -> None:
+        if (old := timers.pop(uid, None)) is not None:
+            old.cancel()
+        if spread.can_widen(uid):
+            timers[uid] = loop.call_later(widen_after_s, fire, uid)
+
+    def fire(uid: str) -> None:
+        timers.pop(uid, None)
+        if (nom := spread.widen(uid)) is not None:
+            task = loop.create_task(send(nom))
+            widening.add(task)
+            task.add_done_callback(widening.discard)
+            arm(uid)
+
+    # AckPolicy.ALL: one ack for each batch, once its nominations are stored.
+    sub = await js.pull_subscribe("", durable=durable, stream=STREAM, config=ConsumerConfig(
+        filter_subjects=[PENDING, SETTLED], ack_policy=AckPolicy.ALL))
+    stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     print(f"spread dispatcher: widening after {widen_after_s:g} s", flush=True)
@@ -122,13 +142,18 @@ async def run(url: str, widen_after_s: float, durable: str, quiet: bool) -> None
             msgs = await sub.fetch(256, timeout=1)
         except TimeoutError:  # nats-py raises asyncio's (the builtin) or its own subclass of it
             continue
+        noms = []
         for msg in msgs:
             body = json.loads(msg.data)
             if ".mk.settled." in msg.subject:
-                spread.settled(body)
-            else:
-                await spread.pending(msg.subject, msg.metadata.sequence.stream, body)
-            await msg.ack()
+                spread.settled(body["uid"])
+                if (t := timers.pop(body["uid"], None)) is not None:
+                    t.cancel()
+            elif (nom := spread.pending(msg.subject, msg.metadata.sequence.stream, body)) is not None:
+                noms.append(nom)
+                arm(nom.uid)
+        await asyncio.gather(*(send(n) for n in noms))
+        await msgs[-1].ack()
     await nc.close()
 
 
