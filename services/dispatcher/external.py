@@ -81,22 +81,25 @@ class ExternalDoor:
         uid, ns, name = wl.metadata.uid, wl.metadata.namespace, wl.metadata.name
         held = reservation(wl)
         if awaiting and held is not None:
-            msg = pending_message(wl, check, clusters)
-            wait = f"{held}:{','.join(msg.clusters)}"
-            if self.waits.get(uid) != wait:
+            began = f"{held}:{','.join(sorted(clusters))}"
+            if self.waits.get(uid) != began:
                 # The id survives a restart of this service: the bus drops the repeat.
-                await self.bus.publish(subjects.mk_pending_subject(ns, name), msg, msg_id=f"mk-pending:{uid}:{wait}")
-                self._remember(uid, wait)
-        elif (wait := self.waits.get(uid)) is not None and (held is None or wl.status.cluster_name):
-            settled = MkSettledWorkload(namespace=ns, name=name, uid=uid, cluster=wl.status.cluster_name or "")
-            await self.bus.publish(subjects.mk_settled_subject(ns, name), settled, msg_id=f"mk-settled:{uid}:{wait}")
-            del self.waits[uid]
+                await self.bus.publish(subjects.mk_pending_subject(ns, name), pending_message(wl, check, clusters),
+                                       msg_id=f"mk-pending:{uid}:{began}")
+                self._remember(uid, began)
+        elif uid in self.waits and (held is None or wl.status.cluster_name):
+            await self._settle(ns, name, uid, wl.status.cluster_name or "")
 
     async def deleted(self, ns: str, name: str, uid: str) -> None:
         """A manager workload gone while its wait was open: that wait is over too."""
-        if (wait := self.waits.pop(uid, None)) is not None:
-            settled = MkSettledWorkload(namespace=ns, name=name, uid=uid)
-            await self.bus.publish(subjects.mk_settled_subject(ns, name), settled, msg_id=f"mk-settled:{uid}:{wait}")
+        if uid in self.waits:
+            await self._settle(ns, name, uid, "")
+
+    async def _settle(self, ns: str, name: str, uid: str, cluster: str) -> None:
+        wait = self.waits[uid]
+        settled = MkSettledWorkload(namespace=ns, name=name, uid=uid, cluster=cluster)
+        await self.bus.publish(subjects.mk_settled_subject(ns, name), settled, msg_id=f"mk-settled:{uid}:{wait}")
+        del self.waits[uid]
 
     def _remember(self, uid: str, wait: str) -> None:
         self.waits.pop(uid, None)
