@@ -142,6 +142,8 @@ async def run(url: str, widen_after_s: float, durable: str, quiet: bool) -> None
             msgs = await sub.fetch(256, timeout=1)
         except TimeoutError:  # nats-py raises asyncio's (the builtin) or its own subclass of it
             continue
+        if not msgs:  # nats-py may also answer an expired pull with no messages
+            continue
         noms = []
         for msg in msgs:
             body = json.loads(msg.data)
