@@ -9,8 +9,8 @@ wait is over (admitted on a worker, or the workload no longer holds quota) an Mk
 goes out on kq.v1.mk.settled.<ns>.<name>, so a dispatcher that widens its nomination on a timer
 of its own knows when to stop. Nothing about kubeconfigs goes out.
 
-A wait is one quota reservation (the QuotaReserved condition's transition time) with the workers
-connected then: the manager workload changing while the nomination travels is the same wait and is
+A wait is one quota reservation (QuotaReserved's transition time and the eviction count) with the
+workers connected then: the manager workload changing while the nomination travels is the same wait and is
 not published again (each publication looked like a new wait to a dispatcher that widens on it).
 """
 
@@ -35,7 +35,9 @@ MAX_WAITS = 100_000
 
 
 def reservation(wl: Workload) -> str | None:
-    """The quota reservation a wait belongs to (QuotaReserved's transition time); None without one."""
+    """The quota reservation a wait belongs to, None without one: QuotaReserved's transition time
+    (whole seconds) and the evictions so far, since evicted and admitted again within the same
+    second is a new wait that must be published."""
     st = wl.status
     reserved = find_condition(st.conditions, k.WORKLOAD_QUOTA_RESERVED)
     if reserved is None or reserved.status != "True":
@@ -44,7 +46,8 @@ def reservation(wl: Workload) -> str | None:
         c = find_condition(st.conditions, t)
         if c is not None and c.status == "True":
             return None
-    return reserved.last_transition_time or "-"
+    evictions = sum(e.count for e in st.scheduling_stats.evictions) if st.scheduling_stats else 0
+    return f"{reserved.last_transition_time or '-'}/{evictions}"
 
 
 def pending_message(wl: Workload, check: str, clusters: list[str]) -> MkPendingWorkload:

@@ -14,7 +14,7 @@ from unit.multikueue.mk_builders import cond, local
 
 from kq import subjects
 from kq.api import constants as k
-from kq.api.kueue import Workload
+from kq.api.kueue import SchedulingStats, Workload, WorkloadSchedulingStatsEviction
 from kq.runtime import Bus
 from services.dispatcher.external import ExternalDoor
 
@@ -64,6 +64,18 @@ async def test_a_wait_ended_by_eviction_is_settled_and_the_next_reservation_is_a
     got = await _published(bus)
     assert [verb for verb, _ in got] == ["pending", "settled", "pending", "pending", "settled"]
     assert got[1][1]["cluster"] == "" and got[3][1]["clusters"] == ["worker-1"]
+
+
+async def test_evicted_and_reserved_again_within_the_same_second_is_a_new_wait(bus: Bus) -> None:
+    """Condition times are whole seconds: the eviction count tells the two reservations apart (else
+    the second wait would never be published, and nothing would nominate for it)."""
+    door = ExternalDoor(bus, None)  # type: ignore[arg-type]
+    first = local()
+    await door.observe(first, "mk", True, WORKERS)
+    await door.observe(local(conds=(cond(k.WORKLOAD_EVICTED, reason="Preempted"),)), "mk", False, WORKERS)
+    stats = SchedulingStats(evictions=(WorkloadSchedulingStatsEviction(reason="Preempted", count=1),))
+    await door.observe(replace(first, status=replace(first.status, scheduling_stats=stats)), "mk", True, WORKERS)
+    assert [verb for verb, _ in await _published(bus)] == ["pending", "settled", "pending"]
 
 
 async def test_a_restarted_dispatcher_publishing_the_same_wait_again_is_dropped_by_the_bus(bus: Bus) -> None:
