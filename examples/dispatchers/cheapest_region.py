@@ -15,9 +15,10 @@ and takes nominations on
      "clusters": ["worker-1", "worker-2"], "podSets": [{"name": "main", "count": 1, "requests": {"cpu": "2"}}],
      "priority": 0}
 
-This one nominates the cheapest connected worker by a price list; each time the same workload is
-published again (it is still waiting, its status changed) it widens the nomination by one more
-worker, next cheapest first. It is plain nats-py: no kq import.
+kq publishes a workload once per wait: when it holds quota and nothing is nominated (again after
+an eviction, or when the connected workers change while it waits). This one nominates the cheapest
+connected worker by a price list; each time the same workload is published again it widens the
+nomination by one more worker, next cheapest first. It is plain nats-py: no kq import.
 
     python examples/dispatchers/cheapest_region.py --nats nats://127.0.0.1:4222 \\
         --prices worker-1=3.0,worker-2=1.2
@@ -31,7 +32,6 @@ import json
 import signal
 
 import nats
-from nats.errors import TimeoutError as NatsTimeout
 
 PENDING = "kq.v1.mk.pending.>"
 STREAM = "KQ_MK"
@@ -64,7 +64,7 @@ async def run(url: str, prices: dict[str, float], durable: str) -> None:
     while not stop.is_set():
         try:
             msgs = await sub.fetch(16, timeout=1)
-        except NatsTimeout:
+        except TimeoutError:  # nats-py raises asyncio's (the builtin) or its own subclass of it
             continue
         for msg in msgs:
             pending = json.loads(msg.data)

@@ -359,6 +359,8 @@ class Term:
             self.wakeups.cancel(key)
             uid = self.deleted.pop(key, None)
             if uid is not None:
+                if self.external is not None:
+                    await self.external.deleted(ns, name, uid)
                 self.finish_held.pop(uid, None)
                 self.finish_synced.pop(uid, None)
                 await self._delete_copies_of(key, uid)
@@ -421,8 +423,9 @@ class Term:
             self.rounds[wl.metadata.uid] = (plan.round_started, plan.round_nominated)
         if plan.wake_in is not None:
             self.wakeups.wake_in((ns, name), plan.wake_in)
-        if plan.awaiting_nomination and self.external is not None:
-            await self.external.publish_pending(wl, check, [c for c in self.remotes if self.remotes[c].available])
+        if self.external is not None:
+            await self.external.observe(wl, check, plan.awaiting_nomination,
+                                        [c for c in self.remotes if self.remotes[c].available])
         intents = self._not_sent_yet(wl, check, plan.manager, job_rec)
         cmds = [self._command(wl, rec, check, intent, job_rec) for intent in intents]
         await self._send([c for c in cmds if c is not None])

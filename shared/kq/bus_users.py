@@ -66,7 +66,8 @@ PUBLISH: dict[str, tuple[str, ...]] = {
     "tas": (*_own("tas"), f"{P}.evt.*.topologyhold.>"),
     "podsready": (*_own("podsready"), _cmd("podsready"), f"{P}.evt.*.workload.>", f"{P}.timer.sched.podsready.>",
                   f"$JS.API.STREAM.PURGE.{subjects.TIMERS_STREAM}"),
-    "dispatcher": (*_own("dispatcher"), _cmd("dispatcher"), _cmd("dispatcher-guard"), f"{P}.mk.pending.>"),
+    "dispatcher": (*_own("dispatcher"), _cmd("dispatcher"), _cmd("dispatcher-guard"), f"{P}.mk.pending.>",
+                   f"{P}.mk.settled.>"),
     "gc": (*_own("gc"), _cmd("gc")),
     # An external MultiKueue dispatcher answers nominations (kq.messages.MkNomination).
     "mk-dispatcher": (f"{P}.mk.nominate.>",),

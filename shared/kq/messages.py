@@ -423,8 +423,9 @@ class TimerMessage(msgspec.Struct, frozen=True, kw_only=True):
 
 timer_decoder = msgspec.json.Decoder(TimerMessage)
 # MultiKueue's bus door for external dispatchers (stream KQ_MK). The dispatcher publishes each
-# quota-reserved workload that waits for a nomination on subjects.mk_pending_subject(ns, name);
-# anyone may answer on subjects.mk_nominate_subject(ns, name) with an MkNomination.
+# quota-reserved workload that starts waiting for a nomination on subjects.mk_pending_subject(ns,
+# name), once per wait; anyone may answer on subjects.mk_nominate_subject(ns, name) with an
+# MkNomination; the end of the wait goes out on subjects.mk_settled_subject(ns, name).
 
 
 class MkPodSet(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -450,6 +451,16 @@ class MkNomination(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
 
 
 mk_nomination_decoder = msgspec.json.Decoder(MkNomination)
+
+
+class MkSettledWorkload(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A published wait is over: admitted on `cluster`, or ("") the workload no longer holds quota
+    (evicted, finished, deleted). An external dispatcher that widens on a timer stops here."""
+
+    namespace: str
+    name: str
+    uid: str
+    cluster: str = ""
 
 
 # --- schema version -----------------------------------------------------------------------------

@@ -152,6 +152,10 @@ def mk_pending_subject(namespace: str, name: str) -> str:
     return f"{PREFIX}.mk.pending.{escape(namespace)}.{escape(name)}"
 
 
+def mk_settled_subject(namespace: str, name: str) -> str:
+    return f"{PREFIX}.mk.settled.{escape(namespace)}.{escape(name)}"
+
+
 def mk_nominate_subject(namespace: str, name: str) -> str:
     return f"{PREFIX}.mk.nominate.{escape(namespace)}.{escape(name)}"
 

@@ -45,11 +45,14 @@ def test_small_bench_through_the_live_stack(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S * 2)
-def test_multikueue_bench_checks_no_job_in_two_workers(tmp_path: Path) -> None:
-    """`kq bench --workers 2`: the mix through one cluster, then through a manager and two workers."""
+@pytest.mark.parametrize("dispatcher", ["incremental", "external"])
+def test_multikueue_bench_checks_no_job_in_two_workers(tmp_path: Path, dispatcher: str) -> None:
+    """`kq bench --workers 2`: the mix through one cluster, then through a manager and two workers
+    (external: examples/dispatchers/spread.py nominating, its CPU reported with the services')."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KQ_")}
     proc = subprocess.run(
         [sys.executable, "-m", "kq.cli.main", "bench", "bench/multikueue-tiny.yaml", "--workers", "2",
+         "--dispatcher", dispatcher,
          "--timeout", str(RECORD_TIMEOUT_S), "--workdir", str(tmp_path / "work"), "--quiet"],
         capture_output=True, text=True, timeout=RUN_TIMEOUT_S * 2, cwd=REPO, env=env,
     )
@@ -59,3 +62,5 @@ def test_multikueue_bench_checks_no_job_in_two_workers(tmp_path: Path) -> None:
     assert "multikueue (2 workers)       50/50 jobs finished" in proc.stdout, said
     assert "job in two workers: never" in proc.stdout, said
     assert "% of single-cluster" in proc.stdout, said
+    if dispatcher == "external":
+        assert "dispatcher example.com/spread" in proc.stdout and " spread " in proc.stdout, said

@@ -72,6 +72,7 @@ def test_each_writer_may_publish_commands_only_as_itself(writer: str) -> None:
     (subjects.outcome_subject("admission", "manager"), "watcher"),
     (subjects.event_subject("manager", "topologyhold", "ns", "w"), "tas"),
     (subjects.mk_pending_subject("ns", "w"), "dispatcher"),
+    (subjects.mk_settled_subject("ns", "w"), "dispatcher"),
     (subjects.timer_schedule_subject("podsready", "t"), "podsready"),
     ("$KV.KQ_LEASES.admission.default", "admission"),
     ("$JS.API.STREAM.DELETE.KQ_CMD", None),

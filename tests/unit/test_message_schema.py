@@ -41,12 +41,13 @@ PINNED: dict[str, list[str]] = {
     "MkPendingWorkload": ["admission_check", "cluster_queue", "clusters", "name", "namespace", "pod_sets", "uid"],
     "MkNomination": ["clusters"],
     "MkPodSet": ["count", "name", "requests"],
+    "MkSettledWorkload": ["name", "namespace", "uid"],
 }
 
 
 def _types() -> dict[str, type]:
     found = [*typing.get_args(m.Command), *typing.get_args(m.Decision), m.CommandOutcome, m.TimerMessage,
-             m.MkPendingWorkload, m.MkNomination, m.MkPodSet]
+             m.MkPendingWorkload, m.MkNomination, m.MkPodSet, m.MkSettledWorkload]
     return {t.__name__: t for t in found}
 
 

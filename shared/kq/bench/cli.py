@@ -95,9 +95,10 @@ def _fill(p: argparse.ArgumentParser) -> None:
                    help="live: run N instances of a service (admission=N: sharded admission, N slots)")
     p.add_argument("--workers", type=int, default=0, metavar="N",
                    help="MultiKueue: run the mix as Jobs through one cluster, then through a manager and N workers")
-    p.add_argument("--dispatcher", choices=("all-at-once", "incremental"), default="incremental",
+    p.add_argument("--dispatcher", choices=("all-at-once", "incremental", "external"), default="incremental",
                    help="MultiKueue (--workers): Kueue's built-in dispatcher to use (default incremental: "
-                        "all-at-once puts a copy of every job on every worker, 20 copies a job at 20 workers)")
+                        "all-at-once puts a copy of every job on every worker, 20 copies a job at 20 workers), "
+                        "or external: examples/dispatchers/spread.py nominates one worker a job over the bus")
     p.set_defaults(func=run)
 
 
@@ -188,13 +189,14 @@ def run(args: argparse.Namespace) -> int:
 def _run_multikueue(args: argparse.Namespace, plan: BenchPlan, say: Callable[[str], None]) -> int:
     import asyncio
 
-    from kq.bench.multikueue import run_multikueue_bench
+    from kq.bench.multikueue import SPREAD_DISPATCHER, run_multikueue_bench
     from kq.stack import StackError
 
     if args.workers < 1 or args.virtual_time:
         print("error: --workers needs N >= 1 and a live run (not --virtual-time)", file=sys.stderr)
         return EXIT_INVALID
-    dispatcher = f"kueue.x-k8s.io/multikueue-dispatcher-{args.dispatcher}"
+    dispatcher = (SPREAD_DISPATCHER if args.dispatcher == "external"
+                  else f"kueue.x-k8s.io/multikueue-dispatcher-{args.dispatcher}")
     try:
         text, ok = asyncio.run(run_multikueue_bench(plan, args.workers, workdir=args.workdir, timeout_s=args.timeout,
                                                     dispatcher=dispatcher, say=say))

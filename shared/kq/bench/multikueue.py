@@ -6,7 +6,9 @@ annotation kubesim honours), created on the plan's schedule. The single-cluster 
 on the manager alone; the MultiKueue pass gives the manager the plan's queues with a MultiKueue
 admission check and every worker the same queues (the manager's quota is the gate, as in Kueue),
 and the Jobs carry spec.managedBy kueue.x-k8s.io/multikueue. Wall time runs from the first
-creation until every manager Workload is finished. Throughout the MultiKueue pass a JobLedger
+creation until every manager Workload is finished. With the external dispatcher
+(SPREAD_DISPATCHER) the pass also runs examples/dispatchers/spread.py, which nominates one worker
+a job over the bus; its CPU is counted with the stack's. Throughout the MultiKueue pass a JobLedger
 watches every worker's Jobs: a Job running in two workers at the same time fails the run; Jobs
 created again after the manager evicted them (the mix preempts) are counted.
 """
@@ -14,6 +16,8 @@ created again after the manager evicted them (the mix preempts) are counted.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +40,10 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"
 # ~700 idle watches; bookmarks every 2 s cost kubesim and the watcher ~20 ms of CPU a second,
 # which is the simulator's cost of 21 clusters in one process, not kq's.
 KUBESIM_ARGS = ("--bookmark-interval", "10s")
+# `--dispatcher external`: any dispatcherName but Kueue's two built-ins makes kq wait for nominations,
+# and the example dispatcher gives them (its CPU is reported as "spread").
+SPREAD_DISPATCHER = "example.com/spread"
+SPREAD = Path(__file__).resolve().parents[3] / "examples" / "dispatchers" / "spread.py"
 
 
 class _Cond(msgspec.Struct, frozen=True):
@@ -145,22 +153,23 @@ async def _setup(client: KubeClient, plan: BenchPlan, with_check: bool) -> None:
             await _create(client, obj)
 
 
-def _cpu_by_service(stack: Stack) -> dict[str, int]:
-    """CPU used so far by each process of the stack, summed per service (nats-server, kubesim, ...)."""
+def _cpu_by_service(stack: Stack, extra: dict[str, int]) -> dict[str, int]:
+    """CPU used so far by each process of the stack, summed per service (nats-server, kubesim, ...),
+    and by the pass's own extra processes (name -> pid)."""
     out: dict[str, int] = {}
-    for p in stack.state.processes if stack.state is not None else ():
-        st = process_stats(p.name, p.pid)
+    procs = [(p.service or p.name, p.pid) for p in (stack.state.processes if stack.state is not None else ())]
+    for name, pid in [*procs, *extra.items()]:
+        st = process_stats(name, pid)
         if st is not None:
-            name = p.service or p.name
             out[name] = out.get(name, 0) + st.cpu_ms
     return out
 
 
-async def _measured(stack: Stack, drive: Any) -> PassResult:
+async def _measured(stack: Stack, drive: Any, extra: dict[str, int] | None = None) -> PassResult:
     """Run one pass and record the CPU the stack spent on it (robust to a shared machine's load)."""
-    before = _cpu_by_service(stack)
+    before = _cpu_by_service(stack, extra or {})
     result: PassResult = await drive
-    after = _cpu_by_service(stack)
+    after = _cpu_by_service(stack, extra or {})
     return msgspec.structs.replace(result, cpu_ms={n: after[n] - before.get(n, 0) for n in sorted(after)})
 
 
@@ -231,13 +240,36 @@ async def multikueue_pass(plan: BenchPlan, workers: int, workdir: Path, timeout_
                 await clients["manager"].create(obj["kind"], None, obj)
             await asyncio.gather(*(_setup(clients[n], plan, with_check=False) for n in names))
             await _wait_active(clients["manager"], len(names), say)
-            async with JobLedger({n: clients[n] for n in names}) as ledger:
+            async with _external(stack, dispatcher, workdir) as extra, JobLedger(
+                    {n: clients[n] for n in names}) as ledger:
                 result = await _measured(stack, _drive(clients["manager"], plan, True, timeout_s,
-                                                       f"multikueue ({workers} workers)", say))
+                                                       f"multikueue ({workers} workers)", say), extra)
             return result, ledger
         finally:
             for c in clients.values():
                 await c.close()
+
+
+@contextlib.asynccontextmanager
+async def _external(stack: Stack, dispatcher: str, workdir: Path) -> Any:
+    """The spread example as a process of the pass when it is the dispatcher (name -> pid), else none."""
+    if dispatcher != SPREAD_DISPATCHER:
+        yield {}
+        return
+    log = (workdir / "mk" / "spread.log").open("wb")
+    proc = await asyncio.create_subprocess_exec(sys.executable, str(SPREAD), "--nats", stack.nats_url, "--quiet",
+                                                stdout=log, stderr=asyncio.subprocess.STDOUT)
+    try:
+        yield {"spread": proc.pid}
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # it may have ended on its own
+            proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        log.close()
 
 
 class _Named(msgspec.Struct, frozen=True):

@@ -76,7 +76,8 @@ def test_virtual_time_without_the_admission_simulator_exits_2_saying_what_is_mis
 @pytest.mark.parametrize(("flags", "dispatcher", "timeout"), [
     ([], "kueue.x-k8s.io/multikueue-dispatcher-incremental", 1800.0),
     (["--dispatcher", "all-at-once", "--timeout", "90"], "kueue.x-k8s.io/multikueue-dispatcher-all-at-once", 90.0),
-], ids=["defaults", "given"])
+    (["--dispatcher", "external"], "example.com/spread", 1800.0),
+], ids=["defaults", "given", "external"])
 def test_multikueue_run_defaults_to_incremental_with_a_long_timeout(
         flags: list[str], dispatcher: str, timeout: float, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
