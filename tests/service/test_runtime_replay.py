@@ -181,12 +181,18 @@ async def test_far_behind_a_picked_record_is_handled_at_once_and_its_older_one_s
                           batch=2000, ahead=lambda d: d.data == b"x@2", ahead_depth=5000) as r:
         await asyncio.wait_for(entered.wait(), 5)  # a0000 in hand, the rest held behind it
 
-        async def all_sent() -> bool:  # x@1 is on its way to us before x@2 replaces it in the stream
-            (consumer,) = await bus.js.consumers_info(subjects.OBJECTS_STREAM)
-            return consumer.delivered is not None and consumer.delivered.stream_seq >= len(names)
+        def sent(seq: int) -> Callable[[], Awaitable[bool]]:
+            async def check() -> bool:
+                (consumer,) = await bus.js.consumers_info(subjects.OBJECTS_STREAM)
+                return consumer.delivered is not None and consumer.delivered.stream_seq >= seq
+            return check
 
-        await eventually(all_sent, timeout=10, what="the backlog sent to the replay")
+        # x@1 is on its way to us before x@2 replaces it in the stream
+        await eventually(sent(len(names)), timeout=10, what="the backlog sent to the replay")
         ack = await bus.publish(obj("x"), b"x@2", msg_id="x@2", headers=record_headers("put", "2", "u-x"))
+        # x@2 in hand too before the backlog moves: the server sent it ahead of this answer on the
+        # same connection (else, on a loaded machine, the backlog can reach x@1 before x@2 arrives)
+        await eventually(sent(ack.seq), timeout=10, what="x@2 sent to the replay")
         gate.set()
         await eventually(lambda: r.last_seq >= ack.seq, timeout=10, what="the replay past x@2")
     assert seen.count("x@2") == 1 and "x@1" not in seen  # handled once; its older record, still held, skipped
