@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 from nats.aio.msg import Msg
+from support.wait import eventually
 
 from kq import subjects
 from kq.runtime import Bus, Delivery
@@ -30,9 +31,7 @@ async def test_a_message_reaches_its_handler_as_it_is_read(bus: Bus) -> None:
     for i in range(3):
         await nc.publish("kq.test.direct", str(i).encode(), headers={"N": str(i)})
     await nc.flush()
-    async with asyncio.timeout(10):
-        while len(got) < 4:
-            await asyncio.sleep(0.01)
+    await eventually(lambda: len(got) >= 4, timeout=10, what="the three messages through the server")
     assert [(m.data, m.headers) for m in got[1:]] == [(b"0", {"N": "0"}), (b"1", {"N": "1"}), (b"2", {"N": "2"})]
     await sub.drain()
     assert not (nc._direct_msgs or {}).get(sub._id)  # forgotten with the subscription
