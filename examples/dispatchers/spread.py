@@ -85,8 +85,10 @@ class Spread:
     def widen(self, uid: str) -> Nomination | None:
         """One more worker for an open wait: the one nominated least so far (ties by name)."""
         wait = self.waits.get(uid)
-        free = [c for c in wait.clusters if c not in wait.nominated] if wait is not None else []
-        if wait is None or not free:
+        if wait is None:
+            return None
+        free = [c for c in wait.clusters if c not in wait.nominated]
+        if not free:
             return None
         chosen = min(free, key=lambda c: (self.load.get(c, 0), c))
         self.load[chosen] = self.load.get(chosen, 0) + 1

@@ -27,6 +27,7 @@ import msgspec
 
 from kq.api.constants import MULTIKUEUE_MANAGED_BY, QUEUE_NAME_LABEL
 from kq.api.kueue import ClusterQueue
+from kq.bench.child import stop_child
 from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects
 from kq.bench.job_ledger import JobLedger
 from kq.bench.live import _create, _workdir
@@ -262,13 +263,7 @@ async def _external(stack: Stack, dispatcher: str, workdir: Path) -> Any:
     try:
         yield {"spread": proc.pid}
     finally:
-        with contextlib.suppress(ProcessLookupError):  # it may have ended on its own
-            proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 10)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
+        await stop_child(proc, grace_s=10)
         log.close()
 
 

@@ -33,6 +33,7 @@ import nats
 import yaml
 
 from kq import subjects
+from kq.bench.child import stop_child
 from kq.bench.procstats import process_stats
 from kq.config import ClusterConfig, Config, KueueConfig, NatsConfig, RequeuingStrategy, WaitForPodsReady
 from kq.messages import EvictWorkload, command_decoder
@@ -193,13 +194,7 @@ async def run_bench(n: int, timeout_s: float, rate: float, workdir: Path, say) -
             await sub.unsubscribe()
             stored = await _stored_times(bus)
         finally:
-            if proc.returncode is None:
-                proc.terminate()
-                try:
-                    await asyncio.wait_for(proc.wait(), 15)
-                except TimeoutError:
-                    proc.kill()
-                    await proc.wait()
+            await stop_child(proc, grace_s=15)
             await bus.close()
     timed_out = {f"w{i:06d}" for i in range(1, n, 2)}
     lateness = [stored[name] - deadlines[name] for name in stored if name in timed_out]

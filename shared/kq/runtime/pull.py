@@ -83,10 +83,14 @@ class PullStream:
         self._sub: Subscription | None = None
         self._pump_task: asyncio.Task[None] | None = None
         self._gone: ConsumerGone | None = None  # seen behind messages already handed out
+        # Our client hands messages into the buffer as the parser reads them (nats_client.py):
+        # no task turn per message, and nothing already read is left to wait for in get().
+        self._as_read = isinstance(nc, LingeringClient)
 
     async def start(self) -> None:
         self._inbox = self._nc.new_inbox()
-        if isinstance(self._nc, LingeringClient):  # into our buffer as read: no task turn (nats_client.py)
+        if self._as_read:
+            assert isinstance(self._nc, LingeringClient)
             self._sub = await self._nc.subscribe_messages(self._inbox, self._on_msg)
         else:
             self._sub = await self._nc.subscribe(self._inbox, cb=self._on_msg_async)
@@ -187,9 +191,8 @@ class PullStream:
         if self._gone is not None:
             raise self._gone
         item: Msg | ConsumerGone = await self._queue.get()
-        if self._queue.empty() and max_n > 1 and not isinstance(self._nc, LingeringClient):
-            await asyncio.sleep(0)  # let messages already read off the socket join this batch (they
-            # are in already when handed over as read)
+        if self._queue.empty() and max_n > 1 and not self._as_read:
+            await asyncio.sleep(0)  # let messages already read off the socket join this batch
         return self._take_from(item, max_n)
 
     def take(self, max_n: int) -> list[Delivery]:
