@@ -62,10 +62,11 @@ def _job_stopped_status(job: RemoteJob) -> Any | None:
 
 
 def _job_status_wanted(local_job: RemoteJob, remote_job: RemoteJob) -> Any | None:
-    """The worker object's status for the manager's, when it differs (Kueue's Job and JobSet
-    adapters defer the copy while the manager's object is still suspended)."""
+    """The worker object's status for the manager's, when it differs (Kueue's Job adapter defers
+    the copy while the manager's object is still suspended, unless the worker's has finished:
+    determineStatusUpdate)."""
     adapter = ADAPTERS_BY_TOKEN[token_of(local_job)]
-    if not adapter.sync_while_suspended and adapter.suspended(local_job):
+    if not adapter.sync_while_suspended and adapter.suspended(local_job) and not adapter.finished(remote_job):
         return None
     if local_job.status == remote_job.status:
         return None

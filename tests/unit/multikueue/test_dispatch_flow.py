@@ -8,7 +8,7 @@ from msgspec.structs import replace
 from unit.multikueue.mk_builders import SETTINGS, cond, copy, inputs, job, jobset, local, with_owner
 
 from kq.api import constants as k
-from kq.api.core import JobSetStatus, JobStatus, ReplicatedJobStatus
+from kq.api.core import CoreCondition, JobSetStatus, JobStatus, ReplicatedJobStatus
 from kq.api.kueue import Workload
 from kq.api.meta import OwnerReference
 from services.dispatcher.core.copies import remote_copy
@@ -68,6 +68,22 @@ def test_running_job_status_is_copied_back_once_the_manager_job_runs() -> None:
     assert reconcile(inp, SETTINGS).manager == (SyncJob(status=running),)
     suspended = replace(inp, local_job=job(suspend=True))
     assert reconcile(suspended, SETTINGS).manager == ()  # deferred while the manager Job is suspended
+
+
+def test_finished_job_status_is_copied_back_while_the_manager_job_is_still_suspended() -> None:
+    """Kueue's determineStatusUpdate: a finished worker Job's status goes to the manager's at once,
+    suspended or not (its integration finishes the Workload from it), before the copy finishes."""
+    inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T)}, local_job=job(suspend=True))
+    for kind in ("Complete", "Failed"):
+        done = JobStatus(succeeded=1, conditions=(CoreCondition(type=kind, status="True"),))
+        assert reconcile(replace(inp, remote_jobs={"w1": job(suspend=False, status=done)}), SETTINGS).manager == (
+            SyncJob(status=done),)
+    js = with_owner(replace(inp, local_job=jobset(suspend=True)), (JOBSET_API, "JobSet"))
+    running = JobSetStatus(replicated_jobs_status=(ReplicatedJobStatus(name="workers", active=1),))
+    assert reconcile(replace(js, remote_jobs={"w1": jobset(suspend=False, status=running)}), SETTINGS).manager == ()
+    for done_js in (JobSetStatus(terminal_state="Completed"), JobSetStatus(conditions=(cond("Failed"),))):
+        assert reconcile(replace(js, remote_jobs={"w1": jobset(suspend=False, status=done_js)}), SETTINGS).manager == (
+            SyncJob(status=done_js),)
 
 
 T = "2026-01-01T00:00:02Z"
