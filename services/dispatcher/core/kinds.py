@@ -20,7 +20,7 @@ import msgspec
 from msgspec.structs import replace
 
 from kq.api.appwrapper import AppWrapper
-from kq.api.constants import MULTIKUEUE_JOB_KINDS
+from kq.api.constants import FINISHED_FAILED, FINISHED_SUCCEEDED, MULTIKUEUE_JOB_KINDS
 from kq.api.core import Job, JobSet, JobSetStatus, JobStatus, ReplicatedJobStatus
 from kq.api.meta import Condition
 from kq.api.registry import KINDS as API_KINDS
@@ -44,9 +44,9 @@ class KindAdapter(msgspec.Struct, frozen=True, kw_only=True):
     # Kueue's Job adapter copies the status only once the manager's Job runs (its status rules)...
     sync_while_suspended: bool = True
     suspended: Callable[[Any], bool] = lambda _obj: False
-    # ... or once the worker's has finished: waiting for the manager's Job to be admitted and
-    # started first kept a finished job's quota held (it gated 37 % of the bench's finishes).
-    finished: Callable[[Any], bool] = lambda _obj: False
+    # ... or once the worker's has finished: (reason, message) of the Workload's Finished condition, as
+    # the worker's and the manager's integrations give it; None while it runs (kinds without it: None).
+    finish: Callable[[Any], tuple[str, str] | None] = lambda _obj: None
 
 
 def _top_level(spec: dict[str, Any]) -> None:
@@ -123,13 +123,11 @@ def _appwrapper_stopped(aw: AppWrapper) -> Any | None:
                   last_transition_time=c.last_transition_time) if c.type == "QuotaReserved" else c for c in conds))
 
 
-def _job_finished(job: Job) -> bool:
-    return any(c.type in ("Complete", "Failed") and c.status == "True" for c in job.status.conditions)
-
-
-def _jobset_finished(js: JobSet) -> bool:
-    return bool(js.status.terminal_state) or any(
-        c.type in ("Completed", "Failed") and c.status == "True" for c in js.status.conditions)
+def _finish_from(conditions: Any, succeeded: str) -> tuple[str, str] | None:
+    for c in conditions:
+        if c.type in (succeeded, "Failed") and c.status == "True":
+            return (FINISHED_SUCCEEDED if c.type == succeeded else FINISHED_FAILED), c.message
+    return None
 
 
 def _api_version(kind: str) -> str:
@@ -150,10 +148,12 @@ def _spec_managed_by(obj: Any) -> str | None:
 ADAPTERS_BY_TOKEN: dict[str, KindAdapter] = {a.token: a for a in (
     KindAdapter(token="job", api_version="batch/v1", kind="Job", managed_by=_spec_managed_by,
                 edit_spec=_top_level, stopped_status=_job_stopped, sync_while_suspended=False,
-                suspended=lambda j: j.spec.suspend is True, finished=_job_finished),
+                suspended=lambda j: j.spec.suspend is True,
+                finish=lambda j: _finish_from(j.status.conditions, "Complete")),
     KindAdapter(token="jobset", api_version=_api_version("JobSet"), kind="JobSet", managed_by=_spec_managed_by,
                 edit_spec=_top_level, stopped_status=_jobset_stopped, sync_while_suspended=False,
-                suspended=lambda j: j.spec.suspend is True, finished=_jobset_finished),
+                suspended=lambda j: j.spec.suspend is True,
+                finish=lambda j: _finish_from(j.status.conditions, "Completed")),
     *(_kubeflow(kind) for kind in KUBEFLOW_KINDS),
     KindAdapter(token="rayjob", api_version=_api_version("RayJob"), kind="RayJob", managed_by=_spec_managed_by,
                 edit_spec=_top_level, stopped_status=_rayjob_stopped),

@@ -70,20 +70,23 @@ def test_running_job_status_is_copied_back_once_the_manager_job_runs() -> None:
     assert reconcile(suspended, SETTINGS).manager == ()  # deferred while the manager Job is suspended
 
 
-def test_finished_job_status_is_copied_back_while_the_manager_job_is_still_suspended() -> None:
+def test_finished_job_status_is_copied_back_and_finishes_the_workload_suspended_or_not() -> None:
     """Kueue's determineStatusUpdate: a finished worker Job's status goes to the manager's at once,
-    suspended or not (its integration finishes the Workload from it), before the copy finishes."""
+    suspended or not, before the copy finishes; and the Workload is finished in the same turn, with
+    the reason and message its integrations give (not before its check is Ready on the winner)."""
     inp = inputs(local(state="Ready", cluster="w1"), remotes={"w1": copy(admitted_at=T)}, local_job=job(suspend=True))
-    for kind in ("Complete", "Failed"):
-        done = JobStatus(succeeded=1, conditions=(CoreCondition(type=kind, status="True"),))
-        assert reconcile(replace(inp, remote_jobs={"w1": job(suspend=False, status=done)}), SETTINGS).manager == (
-            SyncJob(status=done),)
+    for kind, reason in (("Complete", "Succeeded"), ("Failed", "Failed")):
+        done = JobStatus(succeeded=1, conditions=(CoreCondition(type=kind, status="True", message="it ended"),))
+        ended = replace(inp, remote_jobs={"w1": job(suspend=False, status=done)})
+        assert reconcile(ended, SETTINGS).manager == (SyncJob(status=done), Finish(reason=reason, message="it ended"))
+        not_ready = reconcile(replace(ended, local=local(state="Pending")), SETTINGS)
+        assert _first_check(not_ready).state == "Ready" and not_ready.manager[1:] == (SyncJob(status=done),)
     js = with_owner(replace(inp, local_job=jobset(suspend=True)), (JOBSET_API, "JobSet"))
     running = JobSetStatus(replicated_jobs_status=(ReplicatedJobStatus(name="workers", active=1),))
     assert reconcile(replace(js, remote_jobs={"w1": jobset(suspend=False, status=running)}), SETTINGS).manager == ()
-    for done_js in (JobSetStatus(terminal_state="Completed"), JobSetStatus(conditions=(cond("Failed"),))):
-        assert reconcile(replace(js, remote_jobs={"w1": jobset(suspend=False, status=done_js)}), SETTINGS).manager == (
-            SyncJob(status=done_js),)
+    done_js = JobSetStatus(conditions=(cond("Completed", message="jobset done"),))
+    assert reconcile(replace(js, remote_jobs={"w1": jobset(suspend=False, status=done_js)}), SETTINGS).manager == (
+        SyncJob(status=done_js), Finish(reason="Succeeded", message="jobset done"))
 
 
 T = "2026-01-01T00:00:02Z"
