@@ -100,7 +100,12 @@ class LeaderTerm:
         finally:
             for task in list(self._asking):
                 task.cancel()
+            for p in self.partitions.values():  # the gauges must not hold on to an ended term's state
+                self.bus.metrics.build_deferred(self._gauges_key(p))
             await self._solve_nc.close()
+
+    def _gauges_key(self, p: Partition) -> str:
+        return f"kueue_queues:{self.writer}:{p.cluster}"  # one per term (slots may share a process)
 
     def outcome_filters(self) -> list[str]:
         return [subjects.outcome_subject(self.writer, c) for c in self.clusters]
@@ -205,7 +210,8 @@ class LeaderTerm:
                     continue
                 produced = produced or bool(results)
                 self.bus.metrics.apply(metrics.decisions(results, p.state, self.clock.now()))
-                self.bus.metrics.apply(metrics.queue_gauges(results, p.state, p.gauged))
+                p.reported.add(results)
+                self.bus.metrics.defer(self._gauges_key(p), p.take_gauges)
                 outputs, errors = p.plan(results, self.clock.now())
                 for err in errors:
                     self.log.error("decision not published", cluster=p.cluster, error=err)

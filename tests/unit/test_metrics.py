@@ -142,3 +142,30 @@ def test_reports_of_one_scope_in_either_label_order_keep_the_last() -> None:
     assert list(samples(m, g).values()) == [3.0]
     m.apply([report({"cluster_queue": "a", "cohort": "c"}, 4.0), report({"cohort": "c", "cluster_queue": "a"}, 5.0)])
     assert list(samples(m, g).values()) == [5.0]
+
+
+def test_a_deferred_report_is_built_only_when_scraped_from_its_last_source_and_dropped_with_the_queues() -> None:
+    m = ProcessMetrics()
+    g = "kueue_pending_workloads"
+    built: list[float] = []
+
+    def source(v: float) -> Any:
+        def build() -> list[Gauges]:
+            built.append(v)
+            return [Gauges(g, {"cluster_queue": "a"}, (({"status": "active"}, v),))]
+        return build
+
+    m.defer("kueue_queues:c1", source(1.0))
+    m.defer("kueue_queues:c1", source(2.0))  # replaces the first: only the last is built
+    assert built == []
+    assert samples(m, g) == {frozenset({"cluster_queue": "a", "status": "active", "replica_role": "standalone"}.items()): 2.0}
+    assert built == [2.0]
+    samples(m, g)
+    assert built == [2.0]  # built once: the next scrape needs a new source
+    m.defer("kueue_queues:c1", source(3.0))
+    m.build_deferred("kueue_queues:c1")  # its owner ends: built now, not held
+    assert built == [2.0, 3.0]
+    m.defer("kueue_queues:c1", source(4.0))
+    m.clear_kueue_gauges()
+    assert samples(m, g) == {}
+    assert built == [2.0, 3.0]

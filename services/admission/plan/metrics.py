@@ -145,16 +145,38 @@ class Gauged:
         self.cohorts: dict[str, dict[tuple[str, str], int]] = {}  # subtree quota
 
 
+class ReportedStatuses:
+    """The queue statuses the cycles reported since the gauges were last built, the last per queue.
+    The shell builds the gauges from them only when they are read (kq.metrics defer): a busy queue
+    reports its status every round, the gauges are scraped far less often."""
+
+    def __init__(self) -> None:
+        self.cqs: dict[str, ClusterQueueStatus] = {}
+        self.lqs: dict[tuple[str, str], LocalQueueStatus] = {}
+
+    def add(self, results: Iterable[CycleResult]) -> None:
+        for r in results:
+            self.cqs.update((s.name, s) for s in r.cluster_queues)
+            self.lqs.update(((s.namespace, s.name), s) for s in r.local_queues)
+
+    def take_gauges(self, state: SchedulerState, gauged: Gauged | None = None) -> list[MetricUpdate]:
+        """queue_gauges of what was reported (and forget it)."""
+        cqs, lqs = self.cqs, self.lqs
+        self.cqs, self.lqs = {}, {}
+        return _gauges(cqs, lqs, state, gauged or Gauged())
+
+
 def queue_gauges(results: Iterable[CycleResult], state: SchedulerState,
                  gauged: Gauged | None = None) -> list[MetricUpdate]:
     """The ClusterQueue and LocalQueue gauges of every queue whose status the cycles reported (with
     `gauged`, only those whose inputs changed since it last saw them)."""
-    cqs: dict[str, ClusterQueueStatus] = {}
-    lqs: dict[tuple[str, str], LocalQueueStatus] = {}
-    for r in results:
-        cqs.update((s.name, s) for s in r.cluster_queues)
-        lqs.update(((s.namespace, s.name), s) for s in r.local_queues)
-    memo = gauged or Gauged()
+    reported = ReportedStatuses()
+    reported.add(results)
+    return reported.take_gauges(state, gauged)
+
+
+def _gauges(cqs: dict[str, ClusterQueueStatus], lqs: dict[tuple[str, str], LocalQueueStatus],
+            state: SchedulerState, memo: Gauged) -> list[MetricUpdate]:
     out: list[MetricUpdate] = []
     for _name, s in sorted(cqs.items()):
         out += _cluster_queue_gauges(s, state, memo)

@@ -25,6 +25,7 @@ from kq.api import kueue as api
 from kq.api.constants import TRACEPARENT_ANNOTATION
 from kq.api.meta import find_condition
 from kq.messages import WORKLOAD_COMMANDS, CommandOutcome
+from kq.metric_updates import MetricUpdate
 from kq.mirror import ObjectRecord, SyncMarker
 from kq.placement import SolveReply, SolveRequest
 from services.admission.core.decisions import CycleResult, PlacementRequest
@@ -32,7 +33,7 @@ from services.admission.core.model import SchedulerConfig
 from services.admission.core.ownership import OwnsTree
 from services.admission.core.state import SchedulerState
 from services.admission.plan.inputs import NEEDED_KINDS, convert, workload_key
-from services.admission.plan.metrics import Gauged
+from services.admission.plan.metrics import Gauged, ReportedStatuses
 from services.admission.plan.outputs import WRITER, Outputs, QueueFacts, Sent, api_admission, plan_outputs
 from services.admission.plan.pending_pacer import PendingPacer
 from services.admission.plan.placement import placement_answer, solve_request
@@ -64,6 +65,7 @@ class Partition:
         self.status_interval_s = status_interval_s
         self.status_reported_at = -math.inf
         self.gauged = Gauged()  # what this term's queue gauges were last reported from (metrics.py)
+        self.reported = ReportedStatuses()  # queue statuses not yet in the gauges (built when scraped)
         self.epoch = epoch
         self.state = SchedulerState(config, owns)
         self.synced: set[str] = set()
@@ -250,6 +252,10 @@ class Partition:
         outputs = self.pacer.pace(outputs, now)
         self.inflight.update(outputs.sent)
         return outputs, errors
+
+    def take_gauges(self) -> list[MetricUpdate]:
+        """The queue gauges of the statuses reported since the last call (kq.metrics defer)."""
+        return self.reported.take_gauges(self.state, self.gauged)
 
     def take_asks(self) -> list[tuple[PlacementRequest, SolveRequest]]:
         """The questions to send to the topology solver, as bus requests."""
