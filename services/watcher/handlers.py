@@ -19,7 +19,6 @@ their informer cache too. Those re-reads were ~6 % of the watcher's requests.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -184,9 +183,12 @@ class CommandExecutor:
                 writes = blocked is None and not all(skip)
                 # Urgent if it is, or if an urgent group of the same object waits behind it.
                 urgent = ref in urgent_groups or self._urgent_lined.get(ref, 0) > 0
-                async with contextlib.AsyncExitStack() as slot:
-                    # (the slot is held for the API writes only, not for publishing outcomes)
-                    held = writes and await slot.enter_async_context(self._slots.slot(urgent=urgent, key=ref))
+                # The slot is held for the API writes only, not for publishing outcomes; `held` is the
+                # line it was handed over in (what release wants), None while none is held.
+                held: bool | None = None
+                try:
+                    if writes:
+                        held = await self._slots.acquire(urgent=urgent, key=ref)
                     for (i, cmd, max_epoch), superseded in zip(items, skip, strict=True):
                         if blocked is not None:
                             results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
@@ -195,8 +197,8 @@ class CommandExecutor:
                                           and self._superseded_since(ref, cmd, deliveries[i].stream_seq)):
                             decided.append((i, cmd, self._outcome(cmd, True, SUPERSEDED, "")))
                             continue
-                        if not held:  # excused from the background line (excuse), yet this one is not moot
-                            held = await slot.enter_async_context(self._slots.slot(urgent=True, key=ref))
+                        if held is None:  # excused from the background line (excuse), yet this one is not moot
+                            held = await self._slots.acquire(urgent=True, key=ref)
                         seq = deliveries[i].stream_seq
                         if isinstance(cmd, AdmitWorkload) and self._admits.get(ref, (-1,))[0] == seq:
                             del self._admits[ref]  # it runs: the entry goes (bounded by what is in flight)
@@ -212,6 +214,9 @@ class CommandExecutor:
                             results[i] = blocked = e
                         except Exception as e:
                             results[i] = blocked = e
+                finally:
+                    if held is not None:
+                        self._slots.release(held)
                 for cmd, uid, cmd_notes in notes:
                     await self._record_later(cmd, uid, cmd_notes)
                 if decided:  # outcomes stored before handle_batch returns, hence before any ack
