@@ -313,8 +313,12 @@ class CommandExecutor:
 
         async def record() -> None:
             try:
-                async with self._slots.slot(urgent=False):
+                held = await self._slots.acquire(urgent=False)  # (no key: never excused)
+                try:
                     await self._record_notes(cmd, uid, notes)
+                finally:
+                    if held is not None:
+                        self._slots.release(held)
             finally:
                 self._notes_room.release()
 
