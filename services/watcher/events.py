@@ -38,6 +38,19 @@ class EventWriter:
 
         Most events are new: create first and read only when the Event exists already (a repeat
         to count, or this command redelivered), one API call instead of a read and a create."""
+        applied, reason, rv, written = await self._record(cmd)
+        if written is not None:
+            rv = head_decoder.decode(written).metadata.resource_version
+        return applied, reason, rv
+
+    async def record_note(self, cmd: RecordEvent) -> tuple[bool, str]:
+        """As `record`, for a caller that has no use for the resourceVersion (a command's Events,
+        two an admission): the server's answer is kept as bytes, not decoded."""
+        applied, reason, _, _ = await self._record(cmd)
+        return applied, reason
+
+    async def _record(self, cmd: RecordEvent) -> tuple[bool, str, str, bytes | None]:
+        """(applied, reason, the resourceVersion of the Event found, the Event written if any)."""
         ns, name = event_namespace(cmd), event_name(cmd)
         known = self._known.get((ns, name))  # None when unknown: create first
         existing: Event | None = decode_object("event", known) if isinstance(known, bytes) else known
@@ -47,20 +60,20 @@ class EventWriter:
             plan = plan_event(cmd, existing, self.instance, name)
             rv = existing.metadata.resource_version or "" if existing is not None else ""
             if isinstance(plan, Skip):
-                return True, plan.reason, rv
+                return True, plan.reason, rv, None
             if not budgeted:
                 if not self.budget.allow((ref.kind, ref.namespace, ref.name, ref.uid), self.clock.monotonic()):
-                    return False, "RateLimited", rv
+                    return False, "RateLimited", rv, None
                 budgeted = True
             try:
                 written = await apply_raw(self.client, plan)
                 if written is None:
-                    return True, "", ""
+                    return True, "", "", None
                 self._remember(ns, name, written)
-                return True, "", head_decoder.decode(written).metadata.resource_version
+                return True, "", "", written
             except (Conflict, NotFound):  # it exists (AlreadyExists), was counted meanwhile, or is gone
                 existing = await read(self.client, "event", ns, name)
-        return False, "Rejected", ""
+        return False, "Rejected", "", None
 
     def _remember(self, ns: str, name: str, ev: Event | bytes) -> None:
         self._known[(ns, name)] = ev

@@ -19,7 +19,6 @@ their informer cache too. Those re-reads were ~6 % of the watcher's requests.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -184,9 +183,12 @@ class CommandExecutor:
                 writes = blocked is None and not all(skip)
                 # Urgent if it is, or if an urgent group of the same object waits behind it.
                 urgent = ref in urgent_groups or self._urgent_lined.get(ref, 0) > 0
-                async with contextlib.AsyncExitStack() as slot:
-                    # (the slot is held for the API writes only, not for publishing outcomes)
-                    held = writes and await slot.enter_async_context(self._slots.slot(urgent=urgent, key=ref))
+                # The slot is held for the API writes only, not for publishing outcomes; `held` is the
+                # line it was handed over in (what release wants), None while none is held.
+                held: bool | None = None
+                try:
+                    if writes:
+                        held = await self._slots.acquire(urgent=urgent, key=ref)
                     for (i, cmd, max_epoch), superseded in zip(items, skip, strict=True):
                         if blocked is not None:
                             results[i] = _Blocked(f"an earlier command for the same object is retrying: {blocked}")
@@ -195,8 +197,8 @@ class CommandExecutor:
                                           and self._superseded_since(ref, cmd, deliveries[i].stream_seq)):
                             decided.append((i, cmd, self._outcome(cmd, True, SUPERSEDED, "")))
                             continue
-                        if not held:  # excused from the background line (excuse), yet this one is not moot
-                            held = await slot.enter_async_context(self._slots.slot(urgent=True, key=ref))
+                        if held is None:  # excused from the background line (excuse), yet this one is not moot
+                            held = await self._slots.acquire(urgent=True, key=ref)
                         seq = deliveries[i].stream_seq
                         if isinstance(cmd, AdmitWorkload) and self._admits.get(ref, (-1,))[0] == seq:
                             del self._admits[ref]  # it runs: the entry goes (bounded by what is in flight)
@@ -212,6 +214,9 @@ class CommandExecutor:
                             results[i] = blocked = e
                         except Exception as e:
                             results[i] = blocked = e
+                finally:
+                    if held is not None:
+                        self._slots.release(held)
                 for cmd, uid, cmd_notes in notes:
                     await self._record_later(cmd, uid, cmd_notes)
                 if decided:  # outcomes stored before handle_batch returns, hence before any ack
@@ -308,8 +313,12 @@ class CommandExecutor:
 
         async def record() -> None:
             try:
-                async with self._slots.slot(urgent=False):
+                held = await self._slots.acquire(urgent=False)  # (no key: never excused)
+                try:
                     await self._record_notes(cmd, uid, notes)
+                finally:
+                    if held is not None:
+                        self._slots.release(held)
             finally:
                 self._notes_room.release()
 
@@ -331,16 +340,23 @@ class CommandExecutor:
                              involved=involved, event_type=note.event_type, reason=note.reason, action=note.reason,
                              message=note.message, at=note.at)
             try:
-                await self.events.record(ev)
+                await self.events.record_note(ev)
             except KubeError as e:
                 self.log.warning("event not recorded", command=cmd.id, reason=note.reason, error=str(e))
 
         # Each note is its own Event (the name hashes the reason): written side by side, not one
-        # round trip after the other (QuotaReserved and Admitted come together).
-        if len(notes) == 1:
+        # round trip after the other (QuotaReserved and Admitted come together). The others run as
+        # tasks started before the first's request is queued, so all go out in the same write; not
+        # through gather, whose future and callbacks cost more than the two tasks' work.
+        others = [asyncio.ensure_future(record(note)) for note in notes[1:]]
+        try:
             await record(notes[0])
-        else:
-            await asyncio.gather(*(record(note) for note in notes))
+        except BaseException:
+            for task in others:
+                task.cancel()
+            raise
+        for task in others:
+            await task
 
     async def _report(self, done: list[tuple[Command, CommandOutcome]]) -> None:
         """Publish outcomes, in order, awaiting the stream's acks (deduplicated by command id), with

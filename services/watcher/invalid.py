@@ -135,7 +135,7 @@ class InvalidObjects:
                                                   name=name, uid=seen.uid),
                          event_type="Warning", reason=INVALID_SPEC, message=seen.error, at=now)
         try:
-            applied, _reason, _rv = await self.events.record(ev)
+            applied, _reason = await self.events.record_note(ev)
         except (BadRequest, Forbidden) as e:
             self.log.warning("event refused", kind=kind, name=name, error=str(e))
             applied = False

@@ -47,37 +47,43 @@ class WriteSlots:
     @asynccontextmanager
     async def slot(self, *, urgent: bool, key: Hashable = None) -> AsyncIterator[bool]:
         """Holds a slot for the section (True), unless the waiter was excused (False: no slot held)."""
-        held_urgent = urgent  # promote() may change it while waiting; released as it was handed over
-        if self._free > 0:
-            self._free -= 1
-            self._background_running += not urgent
-        else:
-            waiter = _Waiter(asyncio.get_running_loop().create_future(), urgent)
-            (self._urgent if urgent else self._background).append(waiter)
-            if not urgent and key is not None:
-                self._background_of[key] = waiter
-            try:
-                granted = await waiter.fut
-            except asyncio.CancelledError:
-                fut = waiter.fut
-                if fut.done() and not fut.cancelled() and fut.result():
-                    self._release(waiter.urgent)  # handed a slot just as we were cancelled: pass it on
-                else:
-                    line = self._urgent if waiter.urgent else self._background
-                    if waiter in line:
-                        line.remove(waiter)
-                raise
-            finally:
-                if key is not None and self._background_of.get(key) is waiter:
-                    del self._background_of[key]
-            if not granted:
-                yield False
-                return
-            held_urgent = waiter.urgent
+        held = await self.acquire(urgent=urgent, key=key)
+        if held is None:
+            yield False
+            return
         try:
             yield True
         finally:
-            self._release(held_urgent)
+            self.release(held)
+
+    async def acquire(self, *, urgent: bool, key: Hashable = None) -> bool | None:
+        """Takes a slot: returns the line it was handed over in (urgent or not; promote() may have
+        changed it while waiting), which `release` wants back, or None when the waiter was excused
+        (no slot held). The command path's form of `slot`, without a generator and an exit stack
+        per command group."""
+        if self._free > 0:
+            self._free -= 1
+            self._background_running += not urgent
+            return urgent
+        waiter = _Waiter(asyncio.get_running_loop().create_future(), urgent)
+        (self._urgent if urgent else self._background).append(waiter)
+        if not urgent and key is not None:
+            self._background_of[key] = waiter
+        try:
+            granted = await waiter.fut
+        except asyncio.CancelledError:
+            fut = waiter.fut
+            if fut.done() and not fut.cancelled() and fut.result():
+                self.release(waiter.urgent)  # handed a slot just as we were cancelled: pass it on
+            else:
+                line = self._urgent if waiter.urgent else self._background
+                if waiter in line:
+                    line.remove(waiter)
+            raise
+        finally:
+            if key is not None and self._background_of.get(key) is waiter:
+                del self._background_of[key]
+        return waiter.urgent if granted else None
 
     def promote(self, key: Hashable) -> bool:
         """The background group of `key` waiting for a slot waits as an urgent one from now on
@@ -104,7 +110,8 @@ class WriteSlots:
         """(urgent, background) groups waiting for a slot (tests, logs)."""
         return len(self._urgent), len(self._background)
 
-    def _release(self, urgent: bool) -> None:
+    def release(self, urgent: bool) -> None:
+        """Gives back a slot `acquire` returned `urgent` for: to the next waiter, or free."""
         if not urgent:
             self._background_running -= 1
         first = self._background if self._background_running < self._share else self._urgent

@@ -267,15 +267,15 @@ async def test_an_admissions_events_do_not_hold_its_outcome(bus: Bus, kube: Kube
         EventNote(event_type="Normal", reason="QuotaReserved", message="Quota reserved", at="2026-01-01T00:00:00Z"),))
     held, recording = asyncio.Event(), asyncio.Event()
     recorded: list[str] = []
-    real_record = ex.events.record
+    real_record = ex.events.record_note
 
-    async def slow_record(cmd: RecordEvent) -> tuple[bool, str, str]:
+    async def slow_record(cmd: RecordEvent) -> tuple[bool, str]:
         recording.set()
         await held.wait()
         recorded.append(cmd.reason)
         return await real_record(cmd)
 
-    ex.events.record = slow_record  # type: ignore[method-assign]  # the Event write held
+    ex.events.record_note = slow_record  # type: ignore[method-assign]  # the Event write held
     assert await asyncio.wait_for(ex.handle_batch([delivery(admit, 1)]), 10) == [None]
     assert reported["admit"].applied and recorded == []  # the outcome is out, the Event not yet written
     await asyncio.wait_for(recording.wait(), 5)
@@ -336,3 +336,26 @@ async def test_a_pending_reason_waiting_for_a_slot_makes_way_for_its_admission(b
 
 def _waiting(ex: CommandExecutor, lines: tuple[int, int]) -> bool:
     return ex._slots.waiting() == lines
+
+
+async def test_an_admissions_two_events_are_both_written(bus: Bus, kube: KubeClient, world: Workload) -> None:
+    """QuotaReserved and Admitted ride on one admission: each becomes its own Event (written side by
+    side, one started as a task and the other in the group's own record task)."""
+    ex, reported = await executor_reporting(bus, kube)
+    admit, _ = commands(world)
+    admit = msgspec.structs.replace(admit, events=(
+        EventNote(event_type="Normal", reason="QuotaReserved", message="Quota reserved", at="2026-01-01T00:00:00Z"),
+        EventNote(event_type="Normal", reason="Admitted", message="Admitted", at="2026-01-01T00:00:00Z")))
+    assert await asyncio.wait_for(ex.handle_batch([delivery(admit, 1)]), 10) == [None]
+    assert reported["admit"].applied
+
+    async def written() -> bool:
+        items, _ = await kube.list("event", namespace="demo")
+        return len(items) == 2
+
+    await eventually(written, timeout=10, what="the QuotaReserved and Admitted Events")
+    items, _ = await kube.list("event", namespace="demo")
+    got = sorted((e["reason"], e["message"], e["involvedObject"]["uid"], e["count"])
+                 for e in map(msgspec.json.decode, items))
+    assert got == [("Admitted", "Admitted", world.metadata.uid, 1),
+                   ("QuotaReserved", "Quota reserved", world.metadata.uid, 1)]

@@ -51,6 +51,8 @@ def test_watcher_and_admission_sections_parse_into_the_tree() -> None:
 def test_defaults_when_the_sections_are_left_out() -> None:
     assert parse_config("{}") == Config()
     assert Config().admission.term.pending_interval_s == 0.25
+    # 32 requests made at once go out in one write (at 8, most writes were full ones in large-scale)
+    assert Config().watcher.api_pipeline == 32
 
 
 @pytest.mark.parametrize("text, named", [

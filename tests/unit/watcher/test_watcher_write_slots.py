@@ -113,3 +113,28 @@ async def test_an_excused_background_waiter_goes_on_without_a_slot() -> None:
     assert order == ["h", "b"]
     async with slots.slot(urgent=True) as held:  # the one slot is free again, not lost nor doubled
         assert held and slots.waiting() == (0, 0)
+
+
+async def test_acquire_returns_the_line_a_slot_was_handed_over_in() -> None:
+    """acquire: a free slot comes back in the line asked for; a background waiter promoted while it
+    waits gets its slot as an urgent one (released as such: the background share is not miscounted);
+    an excused waiter gets None and holds nothing."""
+    slots = WriteSlots(1, background_share=1)
+    first = await slots.acquire(urgent=False)
+    assert first is False
+    promoted = asyncio.create_task(slots.acquire(urgent=False, key="w1"))
+    excused = asyncio.create_task(slots.acquire(urgent=False, key="w2"))
+    await _settle()
+    assert slots.promote("w1") and slots.excuse("w2")
+    assert await asyncio.wait_for(excused, 5) is None
+    slots.release(first)
+    assert await asyncio.wait_for(promoted, 5) is True
+    slots.release(True)
+    assert slots.waiting() == (0, 0)
+    # One slot, free again: a background acquire takes it at once, a second one waits for it.
+    assert await asyncio.wait_for(slots.acquire(urgent=False), 5) is False
+    late = asyncio.create_task(slots.acquire(urgent=True))
+    await _settle()
+    assert not late.done() and slots.waiting() == (1, 0)
+    slots.release(False)
+    assert await asyncio.wait_for(late, 5) is True
