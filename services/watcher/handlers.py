@@ -36,6 +36,7 @@ from kq.messages import (
     EventNote,
     EvictWorkload,
     Fence,
+    FinishWorkload,
     RecordEvent,
     SetClusterQueueStatus,
     SetLocalQueueStatus,
@@ -49,6 +50,7 @@ from kq.runtime import Bus, Delivery, KeyedExecutor, OutMsg, PermanentError, Pla
 from services.watcher.apply import apply_action, read
 from services.watcher.core.authority import refuse_writer
 from services.watcher.core.commands import FINISHED, STALE_EPOCH, plan_command, target_ref
+from services.watcher.core.mk_commands import ALREADY_FINISHED
 from services.watcher.core.writes import Delete, Refusal, Skip, Write
 from services.watcher.events import EventWriter
 from services.watcher.objects import ClusterObjects
@@ -63,7 +65,7 @@ SUPERSEDED = "Superseded"
 # a scheduler that tried a workload less often would not have written the older reasons either.
 _COALESCED = (SetClusterQueueStatus, SetLocalQueueStatus, SetWorkloadPending)
 # Skips concluded on the cache (see the module's docstring); FINISHED: nothing un-finishes a Workload.
-_DONE_ON_CACHE = {SetWorkloadPending: "Unchanged", EvictWorkload: "AlreadyEvicted"}
+_DONE_ON_CACHE = {SetWorkloadPending: "Unchanged", EvictWorkload: "AlreadyEvicted", FinishWorkload: ALREADY_FINISHED}
 # Commands that only report: they wait for a write slot behind every waiting command that holds or
 # frees quota (write_slots.py), unless such a command waits behind them for the same object.
 _BACKGROUND = (*_COALESCED, RecordEvent)

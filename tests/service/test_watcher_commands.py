@@ -13,7 +13,7 @@ from kq.api import constants as k
 from kq.api.kueue import Admission, ClusterQueueStatus, PodSetAssignment, Workload
 from kq.api.meta import find_condition
 from kq.kube import KubeClient
-from kq.messages import AdmitWorkload, EvictWorkload, Fence, SetClusterQueueStatus, SetWorkloadPending
+from kq.messages import AdmitWorkload, EvictWorkload, Fence, FinishWorkload, SetClusterQueueStatus, SetWorkloadPending
 from kq.runtime import Bus
 from kubesim.server import KubeSim
 from services.watcher.core import workload_status as ws
@@ -211,3 +211,22 @@ async def test_a_write_answered_not_found_is_refused_without_a_read(
         out = await outcome(outcomes, "a404")
         assert (out.applied, out.reason) == (False, "NotFound")
         assert gets == [], gets
+
+
+async def test_an_applied_finish_is_reported_applied(bus: Bus, sim: KubeSim, kube: KubeClient, world: Workload,
+                                                     tmp_path: Path) -> None:
+    """After its write the watcher plans the Finish again on what it wrote: that is the Finish done,
+    not a refusal because the Workload is finished (it was, by this very command)."""
+    def finish(id: str) -> FinishWorkload:
+        return FinishWorkload(id=id, cluster=C, writer="dispatcher", namespace="demo", name="w1",
+                              uid=world.metadata.uid, reason="Succeeded", message="done on the worker")
+
+    async with Outcomes(bus, "dispatcher", C) as outcomes, running_watcher(bus, sim, tmp_path, [C]):
+        await send(bus, finish("f1"))
+        out = await outcome(outcomes, "f1")
+        assert (out.applied, out.reason) == (True, "")
+        wl = await read_typed(kube, "workload", "demo", "w1")
+        assert ws.is_finished(wl) and out.resource_version == wl.metadata.resource_version
+        await send(bus, finish("f2"))
+        again = await outcome(outcomes, "f2")
+        assert (again.applied, again.reason) == (True, "AlreadyFinished")

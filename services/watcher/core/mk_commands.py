@@ -40,6 +40,7 @@ NOT_FOUND = "NotFound"
 UID_MISMATCH = "UidMismatch"
 WRONG_KIND = "WrongKind"
 FINISHED = "Finished"
+ALREADY_FINISHED = "AlreadyFinished"
 NO_SUCH_CHECK = "NoSuchAdmissionCheck"
 CLUSTER_NAME_IMMUTABLE = "ClusterNameImmutable"
 NOT_RESERVED = "NoQuotaReservation"
@@ -100,6 +101,9 @@ def plan_mk(cmd: MkCommand, current: Any, now: str) -> Plan:
     if current.metadata.uid != cmd.uid:
         return Refusal(reason=UID_MISMATCH, message=f"command for uid {cmd.uid}, workload has {current.metadata.uid}")
     if ws.is_finished(current):
+        # A Finish finds what it wants (also just after its own write, which the watcher plans again).
+        if isinstance(cmd, FinishWorkload):
+            return Skip(reason=ALREADY_FINISHED)
         return Refusal(reason=FINISHED, message="workload is finished")
     match cmd:
         case SetAdmissionCheckState():
@@ -115,9 +119,8 @@ def plan_mk(cmd: MkCommand, current: Any, now: str) -> Plan:
                     or Skip(reason="Unchanged"))
         case FinishWorkload():
             new = ws.finish(current, cmd.reason, cmd.message, now)
-            return patch_write("workload", current, new, status=True, why=f"finished on worker: {cmd.reason}") or Skip(
-                reason="AlreadyFinished"
-            )
+            return (patch_write("workload", current, new, status=True, why=f"finished on worker: {cmd.reason}")
+                    or Skip(reason=ALREADY_FINISHED))
     raise TypeError(f"unknown command type {type(cmd).__name__}")
 
 

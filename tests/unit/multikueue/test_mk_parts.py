@@ -24,7 +24,7 @@ from kq.api.kueue import (
 )
 from kq.api.meta import ObjectMeta
 from kq.kubeconfigs import KubeconfigError, kubeconfig_from_secret, kubeconfig_from_text
-from kq.messages import DeleteWorkload, SetAdmissionCheckState, SetNominatedClusters, SyncJobStatus
+from kq.messages import DeleteWorkload, FinishWorkload, SetAdmissionCheckState, SetNominatedClusters, SyncJobStatus
 from services.dispatcher.core.clusters import admission_check_condition
 from services.dispatcher.core.copies import remote_job, remote_workload
 from services.gc.core.sweep import Orphans, confirmed, expired, orphans
@@ -155,3 +155,14 @@ def test_job_status_sync_and_retention_delete() -> None:
     assert isinstance(plan_mk(DeleteWorkload(**_W, reason="AfterFinished"), fin, "T"), Delete)
     assert isinstance(plan_mk(DeleteWorkload(**_W, reason="AfterFinished"), local(), "T"), Refusal)
     assert isinstance(plan_mk(DeleteWorkload(**_W, reason="AfterFinished"), None, "T"), Skip)
+
+
+def test_a_finish_of_a_finished_workload_is_done_not_refused() -> None:
+    finish = FinishWorkload(**_W, reason="Succeeded", message="done")
+    plan = plan_mk(finish, local(), "T")
+    assert isinstance(plan, Write) and b'"Finished"' in plan.patch
+    fin = local(conds=(cond(k.WORKLOAD_FINISHED, reason="Succeeded"),))
+    assert plan_mk(finish, fin, "T") == Skip(reason="AlreadyFinished")
+    # Other commands on a finished Workload are still refused.
+    other = plan_mk(SetNominatedClusters(**_W, clusters=("w1",)), fin, "T")
+    assert isinstance(other, Refusal) and other.reason == "Finished"
