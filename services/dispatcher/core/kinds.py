@@ -22,7 +22,7 @@ from msgspec.structs import replace
 from kq.api.appwrapper import AppWrapper
 from kq.api.constants import FINISHED_FAILED, FINISHED_SUCCEEDED, MULTIKUEUE_JOB_KINDS
 from kq.api.core import Job, JobSet, JobSetStatus, JobStatus, ReplicatedJobStatus
-from kq.api.meta import Condition
+from kq.api.meta import Condition, finished_condition
 from kq.api.registry import KINDS as API_KINDS
 from kq.api.training import KubeflowJob, RayCluster, RayJob, RunPolicy, TrainJob
 
@@ -124,10 +124,8 @@ def _appwrapper_stopped(aw: AppWrapper) -> Any | None:
 
 
 def _finish_from(conditions: Any, succeeded: str) -> tuple[str, str] | None:
-    for c in conditions:
-        if c.type in (succeeded, "Failed") and c.status == "True":
-            return (FINISHED_SUCCEEDED if c.type == succeeded else FINISHED_FAILED), c.message
-    return None
+    done, ok, message = finished_condition(conditions, succeeded)
+    return ((FINISHED_SUCCEEDED if ok else FINISHED_FAILED), message) if done else None
 
 
 def _api_version(kind: str) -> str:

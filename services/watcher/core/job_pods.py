@@ -27,7 +27,7 @@ from kq.api.kueue import (
     WorkloadPriorityClass,
     WorkloadSpec,
 )
-from kq.api.meta import ObjectMeta, OwnerReference
+from kq.api.meta import ObjectMeta, OwnerReference, finished_condition
 
 STOPPING_ANNOTATION = "kueue.x-k8s.io/stopping"
 PODSET_LABEL = "kueue.x-k8s.io/podset"
@@ -83,10 +83,7 @@ def is_active(job: Job) -> bool:
 
 def finished(job: Job) -> tuple[bool, bool, str]:
     """(finished, succeeded, message) from the Complete/Failed conditions."""
-    for c in job.status.conditions:
-        if c.type in ("Complete", "Failed") and c.status == "True":
-            return True, c.type == "Complete", c.message
-    return False, True, ""
+    return finished_condition(job.status.conditions, "Complete")
 
 
 def pods_count(job: Job) -> int:

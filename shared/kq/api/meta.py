@@ -132,6 +132,22 @@ def find_condition(conditions: tuple[_Cond, ...], type_: str) -> _Cond | None:
     return None
 
 
+class _HasOutcome(_HasType, Protocol):
+    @property
+    def status(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+
+
+def finished_condition(conditions: tuple[_HasOutcome, ...], succeeded: str) -> tuple[bool, bool, str]:
+    """(finished, succeeded, message) of a job kind whose end is a True `succeeded` or `Failed`
+    condition (batch/v1 Job: Complete, JobSet: Completed, ...); (False, True, "") while it runs."""
+    for c in conditions:
+        if c.type in (succeeded, "Failed") and c.status == "True":
+            return True, c.type == succeeded, c.message
+    return False, True, ""
+
+
 def condition_is_true(conditions: tuple[Condition, ...], type_: str) -> bool:
     c = find_condition(conditions, type_)
     return c is not None and c.status == "True"

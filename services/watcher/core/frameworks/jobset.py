@@ -21,7 +21,7 @@ from msgspec.structs import replace
 
 from kq.api.core import JobSet, ReplicatedJob
 from kq.api.kueue import PodSet
-from kq.api.meta import ObjectMeta
+from kq.api.meta import ObjectMeta, finished_condition
 from services.watcher.core import job_pods as jp
 from services.watcher.core.adapter import Adapter, template_ops, template_restored, template_with
 from services.watcher.core.writes import Action, json_patch_write
@@ -56,10 +56,7 @@ class JobSetAdapter(Adapter[JobSet]):
         return any(s.active > 0 for s in job.status.replicated_jobs_status)
 
     def finished(self, job: JobSet) -> tuple[bool, bool, str]:
-        for c in job.status.conditions:
-            if c.type in ("Completed", "Failed") and c.status == "True":
-                return True, c.type == "Completed", c.message
-        return False, True, ""
+        return finished_condition(job.status.conditions, "Completed")
 
     def pods_ready(self, job: JobSet) -> bool:
         ready = {s.name: s.ready + s.succeeded for s in job.status.replicated_jobs_status}

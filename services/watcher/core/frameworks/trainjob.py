@@ -23,7 +23,7 @@ from msgspec.structs import replace
 from kq.api.constants import MULTIKUEUE_MANAGED_BY
 from kq.api.core import JobSet, JobSetSpec, PodTemplateSpec, ReplicatedJob
 from kq.api.kueue import PodSet
-from kq.api.meta import ObjectMeta
+from kq.api.meta import ObjectMeta, finished_condition
 from kq.api.training import (
     JobSetSpecPatch,
     JobSetTemplatePatch,
@@ -160,10 +160,7 @@ class TrainJobAdapter(Adapter[TrainJobView]):
         return any(s.active > 0 for s in job.job.status.jobs_status)
 
     def finished(self, job: TrainJobView) -> tuple[bool, bool, str]:
-        for c in job.job.status.conditions:
-            if c.type in ("Complete", "Failed") and c.status == "True":
-                return True, c.type == "Complete", c.message
-        return False, True, ""
+        return finished_condition(job.job.status.conditions, "Complete")
 
     def pods_ready(self, job: TrainJobView) -> bool:
         if job.runtime is None:
