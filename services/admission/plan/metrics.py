@@ -160,19 +160,11 @@ class ReportedStatuses:
             self.lqs.update(((s.namespace, s.name), s) for s in r.local_queues)
 
     def take_gauges(self, state: SchedulerState, gauged: Gauged | None = None) -> list[MetricUpdate]:
-        """queue_gauges of what was reported (and forget it)."""
+        """The ClusterQueue and LocalQueue gauges of every queue reported since the last take (with
+        `gauged`, only those whose inputs changed since it last saw them), forgetting the reports."""
         cqs, lqs = self.cqs, self.lqs
         self.cqs, self.lqs = {}, {}
         return _gauges(cqs, lqs, state, gauged or Gauged())
-
-
-def queue_gauges(results: Iterable[CycleResult], state: SchedulerState,
-                 gauged: Gauged | None = None) -> list[MetricUpdate]:
-    """The ClusterQueue and LocalQueue gauges of every queue whose status the cycles reported (with
-    `gauged`, only those whose inputs changed since it last saw them)."""
-    reported = ReportedStatuses()
-    reported.add(results)
-    return reported.take_gauges(state, gauged)
 
 
 def _gauges(cqs: dict[str, ClusterQueueStatus], lqs: dict[tuple[str, str], LocalQueueStatus],
