@@ -47,8 +47,10 @@ async def read(client: KubeClient, kind: str, namespace: str, name: str) -> Any 
 
 def with_trace(action: Action) -> Action:
     """A Workload being created carries the current trace context (kq.obs: one trace per workload)."""
+    if not isinstance(action, Create) or action.kind != "workload":
+        return action  # (most actions: the trace context is not even looked up)
     tp = current_traceparent()
-    if not isinstance(action, Create) or action.kind != "workload" or tp is None:
+    if tp is None:
         return action
     body = msgspec.json.decode(action.body)
     body.setdefault("metadata", {}).setdefault("annotations", {})[TRACEPARENT_ANNOTATION] = tp

@@ -154,7 +154,10 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
     command_pipeline: int = 256  # command batches handled at once (a slow object does not hold up the next)
     command_window: int = 256  # commands asked of the stream ahead (a window of one batch: a round trip per 8)
     max_replans: int = 10  # 409 -> re-read -> re-plan rounds for one command before naking it
-    job_workers: int = 8  # Kueue: controller.groupKindConcurrency["Job.batch"]
+    # Jobs reconciled at once (Kueue: controller.groupKindConcurrency["Job.batch"]). A worker is a
+    # coroutine awaiting its write, not a thread: at 8, under load, the busiest MultiKueue worker
+    # cluster had all 8 awaiting writes while new Jobs waited up to 5 s to be adopted (session 12).
+    job_workers: int = 64
     max_job_steps: int = 8  # writes in a row for one job before re-queueing it
     # API requests made in the same turn of the loop sent pipelined, up to this many on one
     # connection (kq.http1; 1: one request per connection at a time). Fewer system calls on

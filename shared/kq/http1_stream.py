@@ -43,6 +43,11 @@ class Stream(asyncio.Protocol):
         self._queued = 0
         self._partial = bytearray()  # the start of a line whose end has not come
         self._wake: asyncio.Future[None] | None = None
+        self._loop = asyncio.get_running_loop()
+        self._heard = self._loop.time()  # when the last bytes came
+        # One timer for the stream's silence, set again only when it rings: an asyncio.timeout per
+        # wait made and cancelled a timer per block (~7 % of the watcher's list/watch CPU).
+        self._alarm: asyncio.TimerHandle | None = None
         self._ended = False  # the whole answer came
         self._error: Exception | None = None
         self._paused = False
@@ -55,39 +60,57 @@ class Stream(asyncio.Protocol):
     async def blocks(self, idle_timeout_s: float) -> AsyncIterator[bytes]:
         """The body in blocks of whole lines, each ending in a newline (a last line without one comes
         at the end). Raises ConnectionResetError when cut, TimeoutError after idle_timeout_s silent."""
-        while True:
-            if self._blocks:
-                block = self._blocks.popleft()
-                self._queued -= len(block)
-                if self._paused and self._queued < _STREAM_HIGH // 2 and self.transport is not None:
-                    self._paused = False
-                    self.transport.resume_reading()
-                yield block
-                continue
-            if self._error is not None:
-                raise self._error
-            if self._ended:
-                if self._partial:
-                    last, self._partial = bytes(self._partial), bytearray()
-                    yield last
-                return
-            self._wake = asyncio.get_running_loop().create_future()
-            async with asyncio.timeout(idle_timeout_s):
+        loop = self._loop
+        try:
+            while True:
+                if self._blocks:
+                    block = self._blocks.popleft()
+                    self._queued -= len(block)
+                    if self._paused and self._queued < _STREAM_HIGH // 2 and self.transport is not None:
+                        self._paused = False
+                        self.transport.resume_reading()
+                    yield block
+                    continue
+                if self._error is not None:
+                    raise self._error
+                if self._ended:
+                    if self._partial:
+                        last, self._partial = bytes(self._partial), bytearray()
+                        yield last
+                    return
+                if loop.time() - self._heard >= idle_timeout_s:
+                    raise TimeoutError(f"nothing came for {idle_timeout_s:g} s")
+                self._wake = loop.create_future()
+                if self._alarm is None:  # rings at the earliest when the silence would be long enough
+                    self._alarm = loop.call_at(self._heard + idle_timeout_s, self._ring)
                 await self._wake
+        finally:
+            self._silence()
 
     async def read(self, idle_timeout_s: float) -> bytes:
         """The whole body (an error's answer)."""
         return b"".join([b async for b in self.blocks(idle_timeout_s)])
 
     def close(self) -> None:
+        self._silence()
         if self.transport is not None:
             self.transport.close()
+
+    def _ring(self) -> None:
+        self._alarm = None
+        self._wakeup()
+
+    def _silence(self) -> None:
+        if self._alarm is not None:
+            self._alarm.cancel()
+            self._alarm = None
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        self._heard = self._loop.time()
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as e:

@@ -6,12 +6,15 @@ Job started only once every new Job had its Workload."""
 
 from __future__ import annotations
 
+import asyncio
+
 from msgspec.structs import replace
 from unit.watcher.watcher_builders import admitted, evicted, finished, job, plain_workload, reserved, workload_for
 
 from kq.api.meta import Condition
+from kq.config import WatcherConfig
 from kq.kube import KubeClient
-from services.watcher.integration import JobIntegration
+from services.watcher.integration import JobIntegration, WorkKey
 from services.watcher.objects import ClusterObjects
 
 
@@ -63,3 +66,35 @@ def test_a_job_less_workload_is_queued_only_when_its_reconcile_has_work() -> Non
     objects.remove("workload", "ns", "idle")
     integration.on_change("workload", idle, None)
     assert lanes() == (1, 0)
+
+
+async def test_by_default_as_many_jobs_are_reconciled_at_once_as_commands_are_applied() -> None:
+    """A worker is a coroutine awaiting its write, not a thread. At 8 (Kueue's threads), the busiest
+    MultiKueue worker cluster (the Incremental dispatcher gives the first clusters most jobs) had all 8
+    awaiting writes under load while new copies' Jobs waited up to 5 s to be adopted."""
+    settings = WatcherConfig()
+    integration = JobIntegration(KubeClient.__new__(KubeClient), ClusterObjects("c1"),
+                                 workers=settings.job_workers, max_steps=settings.max_job_steps)
+    want = settings.command_concurrency
+    running: set[WorkKey] = set()
+    all_in = asyncio.Event()
+    release = asyncio.Event()
+
+    async def awaiting_its_write(key: WorkKey) -> float | None:
+        running.add(key)
+        if len(running) == want:
+            all_in.set()
+        await release.wait()
+        return None
+
+    integration.queue.reconcile = awaiting_its_write
+    for i in range(want):
+        integration.mark(("job", "ns", f"j{i}"), urgent=True)
+    worker = asyncio.create_task(integration.queue.run())
+    try:
+        async with asyncio.timeout(5):
+            await all_in.wait()
+    finally:
+        release.set()
+        worker.cancel()
+    assert len(running) == want
