@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import time
 from datetime import UTC, datetime
@@ -501,9 +500,9 @@ class Term:
         await self._send([cmd])
 
     async def _send(self, cmds: list[Command]) -> None:
-        if cmds:
-            await self.bus.publish_many([OutMsg(command_subject_of(c), c, command_msg_id(c))
-                                         for c in cmds])
+        # publish_batch: stored before return like publish_many, without a future and a PubAck per
+        # command (publish_many was two thirds of the time the dispatcher spent sending).
+        await self.bus.publish_batch([OutMsg(command_subject_of(c), c, command_msg_id(c)) for c in cmds])
 
     async def _delete_copies_of(self, key: NsName, uid: str) -> None:
         """A deleted manager workload's copies, wherever reachable (the rest is gc's, after a reconnect)."""
@@ -545,15 +544,5 @@ class Term:
         rc = self.remotes.get(cluster)
         if rc is None or rc.client is None or not rc.available:
             return
-        found = rc.job_for(ns, name)
         async with asyncio.timeout(self.settings.remote_call_timeout_s):  # a hang would hold the workload for good
-            if found is not None:
-                job_name = found[1].metadata.name
-                with rc.own_write(found[0], ns, job_name):
-                    with contextlib.suppress(NotFound):
-                        await rc.client.delete(found[0], ns, job_name, propagation="Background")
-                    rc.forget(found[0], ns, job_name)
-            with rc.own_write("workload", ns, name):
-                with contextlib.suppress(NotFound):
-                    await rc.client.delete("workload", ns, name, propagation="Background")
-                rc.forget("workload", ns, name)
+            await rc.delete_copy(ns, name)
