@@ -55,12 +55,19 @@ def changed() -> list[set[NsName]]:
 
 
 @pytest.fixture
-async def remote(sim: KubeSim, tmp_path: Path, kube: KubeClient,
-                 changed: list[set[NsName]]) -> AsyncIterator[RemoteCluster]:
+def progressed() -> list[set[NsName]]:
+    """The workload keys whose worker Job only moved its status along (the term reconciles those later)."""
+    return []
+
+
+@pytest.fixture
+async def remote(sim: KubeSim, tmp_path: Path, kube: KubeClient, changed: list[set[NsName]],
+                 progressed: list[set[NsName]]) -> AsyncIterator[RemoteCluster]:
     path = sim.kubeconfig("c1", tmp_path / "worker.kubeconfig")
     rc = RemoteCluster("c1", KubeConfig(location=str(path), location_type="Path"), KubeconfigSource(None, "kq-system"),
                        "mk", lambda _c, keys: changed.append(keys), lambda _c: None,
-                       retry_base_s=0.05, retry_max_s=0.2, watch_timeout_s=5.0, resync_s=0.2)
+                       retry_base_s=0.05, retry_max_s=0.2, watch_timeout_s=5.0, resync_s=0.2,
+                       on_progress=lambda _c, keys: progressed.append(keys))
     task = asyncio.create_task(rc.run())
     try:
         await eventually(lambda: rc.available, timeout=10.0, what="connected and listed")
@@ -256,3 +263,23 @@ async def test_deleting_a_copy_and_its_job(kube: KubeClient, remote: RemoteClust
         return (await kube.get("workload", "ns", name)) is None
 
     await eventually(copy_gone, what="the copy is gone from its worker")
+
+
+async def test_a_worker_jobs_status_moving_along_can_wait_its_finish_cannot(
+        kube: KubeClient, remote: RemoteCluster, changed: list[set[NsName]], progressed: list[set[NsName]]) -> None:
+    # Only the status copy onto the manager's Job reads a running Job's status (the term reconciles it
+    # a moment later, as Kueue batches remote events); a finished one finishes the manager's workload.
+    def reported(to: list[set[NsName]]) -> bool:
+        return any(("ns", "w-run") in keys for keys in to)
+
+    await kube.create("job", "ns", job_doc("j-run", "w-run"))
+    await eventually(lambda: remote.job_for("ns", "w-run") is not None, what="the view holds the Job")
+    changed.clear()
+    running = {"status": {"active": 1, "startTime": "2026-01-01T00:00:00Z"}}
+    await kube.patch("job", "ns", "j-run", running, patch_type="merge", subresource="status")
+    await eventually(lambda: reported(progressed), what="the progress reported apart")
+    assert not reported(changed)
+    done = {"status": {"active": 0, "succeeded": 1, "conditions": [
+        {"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"}]}}
+    await kube.patch("job", "ns", "j-run", done, patch_type="merge", subresource="status")
+    await eventually(lambda: reported(changed), what="the finish reported as a change")
