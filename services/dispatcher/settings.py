@@ -21,6 +21,7 @@ class DispatcherSettings(msgspec.Struct, frozen=True, kw_only=True):
     retry_base_s: float = 0.2  # reconnect backoff to a worker, doubling up to retry_max_s
     retry_max_s: float = 1.0
     watch_timeout_s: float = 30.0
+    progress_batch_s: float = 1.0  # a worker Job's status moving along is copied this long after (Term)
     resync_s: float = 60.0  # each worker's view is checked against a list this often (remotes.py; 0: never)
     remote_call_timeout_s: float = 30.0  # bounds each write to a worker, a connect and a list (beyond the client's own)
     replay_timeout_s: float = 120.0

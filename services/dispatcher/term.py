@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import time
 from datetime import UTC, datetime
@@ -196,6 +195,13 @@ class Term:
         for key in keys:
             self.mark(key)
 
+    def _on_remote_progress(self, cluster: str, keys: set[NsName]) -> None:
+        # Kueue reconciles a remote change one eventsBatchPeriod (1 s) after it; kq at once, but for a
+        # worker Job's status moving along (remotes.progress_only): ~3.8 such changes a job, each a
+        # reconcile, and a status copy onto the manager's Job whenever it ran, soon superseded.
+        for key in keys:
+            self.wakeups.wake_in(key, self.settings.progress_batch_s)
+
     def _on_remote_state(self, cluster: str) -> None:
         self._topology_dirty = True
         self._wake.set()
@@ -287,7 +293,8 @@ class Term:
             rc = RemoteCluster(name, src, self.loader, self.core.origin, self._on_remote_change, self._on_remote_state,
                                retry_base_s=self.settings.retry_base_s, retry_max_s=self.settings.retry_max_s,
                                watch_timeout_s=self.settings.watch_timeout_s, kinds=self.core.kinds,
-                               call_timeout_s=self.settings.remote_call_timeout_s, resync_s=self.settings.resync_s)
+                               call_timeout_s=self.settings.remote_call_timeout_s, resync_s=self.settings.resync_s,
+                               on_progress=self._on_remote_progress)
             self.remotes[name], self._sources[name] = rc, src
             self._remote_tasks[name] = asyncio.create_task(rc.run(), name=f"remote:{name}")
         for name in [n for n in self.remotes if n not in mkcs]:
@@ -501,9 +508,9 @@ class Term:
         await self._send([cmd])
 
     async def _send(self, cmds: list[Command]) -> None:
-        if cmds:
-            await self.bus.publish_many([OutMsg(command_subject_of(c), c, command_msg_id(c))
-                                         for c in cmds])
+        # publish_batch: stored before return like publish_many, without a future and a PubAck per
+        # command (publish_many was two thirds of the time the dispatcher spent sending).
+        await self.bus.publish_batch([OutMsg(command_subject_of(c), c, command_msg_id(c)) for c in cmds])
 
     async def _delete_copies_of(self, key: NsName, uid: str) -> None:
         """A deleted manager workload's copies, wherever reachable (the rest is gc's, after a reconnect)."""
@@ -545,15 +552,5 @@ class Term:
         rc = self.remotes.get(cluster)
         if rc is None or rc.client is None or not rc.available:
             return
-        found = rc.job_for(ns, name)
         async with asyncio.timeout(self.settings.remote_call_timeout_s):  # a hang would hold the workload for good
-            if found is not None:
-                job_name = found[1].metadata.name
-                with rc.own_write(found[0], ns, job_name):
-                    with contextlib.suppress(NotFound):
-                        await rc.client.delete(found[0], ns, job_name, propagation="Background")
-                    rc.forget(found[0], ns, job_name)
-            with rc.own_write("workload", ns, name):
-                with contextlib.suppress(NotFound):
-                    await rc.client.delete("workload", ns, name, propagation="Background")
-                rc.forget("workload", ns, name)
+            await rc.delete_copy(ns, name)

@@ -55,12 +55,19 @@ def changed() -> list[set[NsName]]:
 
 
 @pytest.fixture
-async def remote(sim: KubeSim, tmp_path: Path, kube: KubeClient,
-                 changed: list[set[NsName]]) -> AsyncIterator[RemoteCluster]:
+def progressed() -> list[set[NsName]]:
+    """The workload keys whose worker Job only moved its status along (the term reconciles those later)."""
+    return []
+
+
+@pytest.fixture
+async def remote(sim: KubeSim, tmp_path: Path, kube: KubeClient, changed: list[set[NsName]],
+                 progressed: list[set[NsName]]) -> AsyncIterator[RemoteCluster]:
     path = sim.kubeconfig("c1", tmp_path / "worker.kubeconfig")
     rc = RemoteCluster("c1", KubeConfig(location=str(path), location_type="Path"), KubeconfigSource(None, "kq-system"),
                        "mk", lambda _c, keys: changed.append(keys), lambda _c: None,
-                       retry_base_s=0.05, retry_max_s=0.2, watch_timeout_s=5.0, resync_s=0.2)
+                       retry_base_s=0.05, retry_max_s=0.2, watch_timeout_s=5.0, resync_s=0.2,
+                       on_progress=lambda _c, keys: progressed.append(keys))
     task = asyncio.create_task(rc.run())
     try:
         await eventually(lambda: rc.available, timeout=10.0, what="connected and listed")
@@ -215,3 +222,64 @@ async def test_the_echo_of_a_version_held_and_a_deletion_are_not_decoded(
     await eventually(lambda: ("ns", "w12") not in remote.workloads, what="the watch delivered the deletion")
     assert decoded == ["workload", "workload"]  # a deletion is not
     assert {("ns", "w12")} in changed  # someone else's admission and deletion are changes
+
+
+def job_doc(name: str, copy_name: str) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "ns", "labels": {
+        k.MULTIKUEUE_ORIGIN_LABEL: "mk", k.PREBUILT_WORKLOAD_LABEL: copy_name}},
+        "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never", "containers": [
+            {"name": "c", "image": "i"}]}}}}
+
+
+@pytest.mark.parametrize("adopted", [True, False], ids=["adopted-copy-goes-with-its-job", "copy-deleted-itself"])
+async def test_deleting_a_copy_and_its_job(kube: KubeClient, remote: RemoteCluster, monkeypatch: pytest.MonkeyPatch,
+                                           adopted: bool) -> None:
+    # The winner's copy, adopted by its Job, is removed by the garbage collector with the Job (a
+    # DELETE of it too found it gone, once a job); a copy nothing owns is deleted itself.
+    name = f"w-{adopted}".lower()
+    job = decode_object("job", await kube.create("job", "ns", job_doc(f"j-{name}", name)))
+    await kube.create("workload", "ns", copy_doc(name))
+    if adopted:
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job.metadata.name, "uid": job.metadata.uid,
+                 "controller": True}
+        await kube.patch("workload", "ns", name, {"metadata": {"ownerReferences": [owner]}}, patch_type="merge")
+    await eventually(lambda: remote.job_for("ns", name) is not None and bool(
+        (wl := remote.workloads.get(("ns", name))) and bool(wl.metadata.owner_references) == adopted),
+                     what="the view holds the Job and the copy")
+    assert remote.client is not None
+    deleted: list[tuple[str, str]] = []
+    real = remote.client.delete
+
+    async def spy(kind: str, namespace: str, obj: str, **kw: Any) -> Any:
+        deleted.append((kind, obj))
+        return await real(kind, namespace, obj, **kw)
+
+    monkeypatch.setattr(remote.client, "delete", spy)
+    await remote.delete_copy("ns", name)
+    assert deleted == [("job", job.metadata.name)] + ([] if adopted else [("workload", name)])
+    assert ("ns", name) not in remote.workloads and remote.job_for("ns", name) is None
+
+    async def copy_gone() -> bool:
+        return (await kube.get("workload", "ns", name)) is None
+
+    await eventually(copy_gone, what="the copy is gone from its worker")
+
+
+async def test_a_worker_jobs_status_moving_along_can_wait_its_finish_cannot(
+        kube: KubeClient, remote: RemoteCluster, changed: list[set[NsName]], progressed: list[set[NsName]]) -> None:
+    # Only the status copy onto the manager's Job reads a running Job's status (the term reconciles it
+    # a moment later, as Kueue batches remote events); a finished one finishes the manager's workload.
+    def reported(to: list[set[NsName]]) -> bool:
+        return any(("ns", "w-run") in keys for keys in to)
+
+    await kube.create("job", "ns", job_doc("j-run", "w-run"))
+    await eventually(lambda: remote.job_for("ns", "w-run") is not None, what="the view holds the Job")
+    changed.clear()
+    running = {"status": {"active": 1, "startTime": "2026-01-01T00:00:00Z"}}
+    await kube.patch("job", "ns", "j-run", running, patch_type="merge", subresource="status")
+    await eventually(lambda: reported(progressed), what="the progress reported apart")
+    assert not reported(changed)
+    done = {"status": {"active": 0, "succeeded": 1, "conditions": [
+        {"type": "Complete", "status": "True", "lastTransitionTime": "2026-01-01T00:00:01Z"}]}}
+    await kube.patch("job", "ns", "j-run", done, patch_type="merge", subresource="status")
+    await eventually(lambda: reported(changed), what="the finish reported as a change")

@@ -16,6 +16,7 @@ from msgspec.structs import replace
 
 from kq.api.core import Job, JobSet
 from kq.api.kueue import AdmissionCheck, AdmissionCheckState, MultiKueueCluster, Workload
+from kq.api.meta import finished_condition
 from kq.api.registry import kind_info
 from kq.messages import (
     DeleteWorkload,
@@ -75,7 +76,13 @@ def plan_mk(cmd: MkCommand, current: Any, now: str) -> Plan:
             if current.metadata.uid != cmd.uid:
                 return Refusal(reason=UID_MISMATCH,
                                message=f"command for uid {cmd.uid}, job has {current.metadata.uid}")
-            new_job = replace(current, status=cmd.status)
+            status = cmd.status
+            if current.spec.suspend and not finished_condition(status.conditions, "Complete")[0]:
+                # Never a startTime onto a suspended Job: stopping an evicted one resets it, then restores
+                # the template, which the API server allows only without it; the worker's startTime
+                # written back in between (the dispatcher's view a moment old) got that refused, 422.
+                status = replace(status, start_time=current.status.start_time)
+            new_job = replace(current, status=status)
             return (patch_write("job", current, new_job, status=True, why="status from the worker")
                     or Skip(reason="Unchanged"))
         case SyncJobSetStatus():

@@ -4,6 +4,7 @@ and the watcher's planning of the dispatcher's commands."""
 from __future__ import annotations
 
 import base64
+import json
 from datetime import UTC, datetime
 from typing import TypedDict
 
@@ -12,7 +13,7 @@ from msgspec.structs import replace
 from unit.multikueue.mk_builders import cond, copy, job, jobset, local
 
 from kq.api import constants as k
-from kq.api.core import JobStatus, Secret
+from kq.api.core import CoreCondition, JobStatus, Secret
 from kq.api.kueue import (
     AdmissionCheck,
     AdmissionCheckParametersReference,
@@ -155,6 +156,21 @@ def test_job_status_sync_and_retention_delete() -> None:
     assert isinstance(plan_mk(DeleteWorkload(**_W, reason="AfterFinished"), fin, "T"), Delete)
     assert isinstance(plan_mk(DeleteWorkload(**_W, reason="AfterFinished"), local(), "T"), Refusal)
     assert isinstance(plan_mk(DeleteWorkload(**_W, reason="AfterFinished"), None, "T"), Skip)
+
+
+@pytest.mark.parametrize(("suspend", "finished", "start_time"), [
+    (True, False, None),  # a stop under way reset it: the restore of the template needs it unset
+    (False, False, "T0"),
+    (True, True, "T0"),  # a finished status is copied whole, suspended or not (Kueue's determineStatusUpdate)
+], ids=["suspended-keeps-its-own", "running-takes-the-workers", "suspended-takes-a-finished-one"])
+def test_job_status_sync_sets_no_start_time_on_a_suspended_job(suspend: bool, finished: bool,
+                                                               start_time: str | None) -> None:
+    done = (CoreCondition(type="Complete", status="True"),) if finished else ()
+    cmd = SyncJobStatus(id="s", cluster="m", writer="dispatcher", namespace="ns", name="j1", uid="job-uid",
+                        status=JobStatus(active=0, succeeded=1 if finished else 0, start_time="T0", conditions=done))
+    plan = plan_mk(cmd, job(suspend=suspend, status=JobStatus(active=1)), "T")
+    assert isinstance(plan, Write)
+    assert json.loads(plan.patch)["status"].get("startTime") == start_time
 
 
 def test_a_finish_of_a_finished_workload_is_done_not_refused() -> None:
