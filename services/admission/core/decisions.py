@@ -85,6 +85,9 @@ class ChecksReadyDecision(_Out, frozen=True, kw_only=True):
     uid: str
     cluster_queue: str
     message: str
+    # Admitted=True is already written: the watcher sets it with the last check's Ready (a MultiKueue
+    # check, services/watcher/core/mk_commands.py); only its Event and metrics are left to do.
+    written: bool = False
 
 
 class PendingDecision(_Out, frozen=True, kw_only=True):

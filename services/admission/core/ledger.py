@@ -56,6 +56,9 @@ class IssueLedger:
     def deactivation_issued(self, key: str) -> bool:
         return key in self._deactivations
 
+    def checks_ready_issued(self, key: str) -> bool:
+        return key in self._checks_ready
+
     def has_output(self) -> bool:
         return bool(self._out_evictions or self._out_deactivations or self._out_checks_ready)
 
@@ -92,6 +95,13 @@ class IssueLedger:
                                                           workload=w.key, uid=w.uid, cluster_queue=cluster_queue,
                                                           message="The workload is admitted"))
         return True
+
+    def observe_admitted(self, w: Workload, cluster_queue: str) -> None:
+        """The record shows Admitted=True that no checks-ready decision of ours asked for (the watcher
+        wrote it with the last check's Ready): reported once, as a decision already written."""
+        self._out_checks_ready.append(ChecksReadyDecision(id=self.ids.next("admit", w.uid, w.resource_version),
+                                                          workload=w.key, uid=w.uid, cluster_queue=cluster_queue,
+                                                          message="The workload is admitted", written=True))
 
     # --- seen, refused, gone ---------------------------------------------------------------------
 

@@ -70,9 +70,15 @@ def apply_workload(p: Parts, w: Workload) -> None:
             new_rv, old_rv = _rv(w.resource_version), _rv(old.resource_version)
             if new_rv is not None and old_rv is not None and new_rv < old_rv:
                 return  # older than what we have: a redelivery
+    # Admitted by someone else's write while holding the same quota (the watcher sets it with a MultiKueue
+    # check's Ready): the Event and metrics of our checks-ready decision are still ours to give.
+    admitted_elsewhere = (old is not None and w.admitted and not old.admitted and old.admission is not None
+                          and w.admission == old.admission and not p.ledger.checks_ready_issued(key))
     p.book.record(w)
     p.ledger.clear_seen(w)
     _sync_reservation(p, w)
+    if admitted_elsewhere and (info := p.book.reserved.get(key)) is not None:
+        p.ledger.observe_admitted(w, info.cq)
     _sync_pending(p, w)
     check_rules.evaluate(p, w)
     if w.key in p.book.reserved:

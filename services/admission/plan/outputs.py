@@ -323,6 +323,8 @@ def _decisions(b: _Builder, result: CycleResult, admission_of: Callable[[str], a
         b.event(WorkloadEvictedEvent(id=x.id, cluster=c, namespace=ns, name=name, at=at, message=x.message,
                                      reason=x.reason), x.workload)
     for r in result.checks_ready:
+        if r.written:
+            continue  # Admitted is there already; its Event goes alone (plan/events.py)
         admission = admission_of(r.workload)
         if admission is None:
             errors.append(f"checks ready for {r.workload} but no admission is known for it")

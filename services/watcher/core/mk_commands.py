@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 from msgspec.structs import replace
 
+from kq.api import constants as k
 from kq.api.core import Job, JobSet
 from kq.api.kueue import AdmissionCheck, AdmissionCheckState, MultiKueueCluster, Workload
 from kq.api.meta import finished_condition
@@ -151,6 +152,11 @@ def _check_state(cmd: SetAdmissionCheckState, wl: Workload, now: str) -> Plan:
                                 last_transition_time=ltt, pod_set_updates=cur.pod_set_updates)
     new_checks = (*checks[:idx], entry, *checks[idx + 1:])
     new = replace(wl, status=replace(status, admission_checks=new_checks, **fields))
+    if not ws.is_admitted(new) and all(c.state == k.CHECK_READY for c in new_checks):
+        # Kueue's workload controller sets Admitted as soon as every check is Ready (SyncAdmittedCondition):
+        # in the same write, the manager Workload is written once instead of twice (the admission service
+        # sees the transition and records the Admitted Event and metrics, services/admission/core/ledger.py).
+        new = ws.set_admitted(new, now)
     return patch_write("workload", wl, new, status=True, why=f"admission check {cmd.check}: {cmd.state}") or Skip(
         reason="Unchanged"
     )

@@ -32,10 +32,27 @@ def test_quota_reserved_until_every_check_is_ready() -> None:
     assert (w.cq_status["cq"].reserving_workloads, w.cq_status["cq"].admitted_workloads) == (1, 0)
     w.set_checks("default/w", prov="Ready")
     r = w.step(2.0)
-    assert [c.workload for c in r.checks_ready] == ["default/w"]
-    w.step(2.1)
+    assert [(c.workload, c.written) for c in r.checks_ready] == [("default/w", False)]
+    assert w.step(2.1).checks_ready == ()  # the echo of our own write is not reported again
     assert w.status("default/w") == "admitted"
     assert w.cq_status["cq"].admitted_workloads == 1
+
+
+def test_admitted_written_with_the_last_check_is_reported_not_written_again() -> None:
+    """The watcher sets Admitted with a MultiKueue check's Ready: no AdmitWorkload follows, but the
+    checks-ready decision (its Event and metrics) is still reported, once."""
+    w = checked_world()
+    w.apply(job("w"))
+    w.settle(1.0)
+    assert w.status("default/w") == "quotaReserved"
+    current = w.records["default/w"]
+    w.update("default/w", admitted=True, admission_checks=tuple(
+        type(c)(name=c.name, state="Ready") for c in current.admission_checks))
+    r = w.step(2.0)
+    assert [(c.workload, c.written) for c in r.checks_ready] == [("default/w", True)]
+    assert w.status("default/w") == "admitted"
+    assert w.cq_status["cq"].admitted_workloads == 1
+    assert w.step(3.0).checks_ready == ()
 
 
 def test_checks_on_other_flavors_do_not_apply() -> None:

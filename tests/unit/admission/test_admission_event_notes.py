@@ -4,7 +4,13 @@ for a decision and its events; only an event with no command of its workload goe
 from __future__ import annotations
 
 from kq.messages import AdmitWorkload, EvictWorkload, RecordEvent, SetWorkloadPending
-from services.admission.core.decisions import AdmissionDecision, CycleResult, PendingDecision, PreemptionDecision
+from services.admission.core.decisions import (
+    AdmissionDecision,
+    ChecksReadyDecision,
+    CycleResult,
+    PendingDecision,
+    PreemptionDecision,
+)
 from services.admission.core.model import PodSetAssignment, SchedulerConfig
 from services.admission.core.state import SchedulerState
 from services.admission.plan.events import with_events
@@ -48,3 +54,11 @@ def test_a_pending_event_goes_only_with_the_pending_write_that_goes_out() -> Non
     assert not any(isinstance(m, RecordEvent) for m in msgs)
     (pending,) = [m for m in msgs if isinstance(m, SetWorkloadPending)]  # the first was superseded
     assert [(e.event_type, e.reason, e.message) for e in pending.events] == [("Warning", "Pending", "try 2")]
+
+
+def test_an_admission_already_written_sends_its_admitted_event_alone() -> None:
+    """Admitted written by the watcher with a MultiKueue check's Ready: no AdmitWorkload, the Event alone."""
+    results = [CycleResult(cycle=1, checks_ready=(ChecksReadyDecision(
+        id="c1", workload="ns/w", uid="u", cluster_queue="cq", message="The workload is admitted", written=True),))]
+    msgs = [o.message for o in planned(results)]
+    assert [(type(m).__name__, getattr(m, "reason", "")) for m in msgs] == [("RecordEvent", "Admitted")]

@@ -8,6 +8,7 @@ import json
 from datetime import UTC, datetime
 from typing import TypedDict
 
+import msgspec
 import pytest
 from msgspec.structs import replace
 from unit.multikueue.mk_builders import cond, copy, job, jobset, local
@@ -18,6 +19,7 @@ from kq.api.kueue import (
     AdmissionCheck,
     AdmissionCheckParametersReference,
     AdmissionCheckSpec,
+    AdmissionCheckState,
     MultiKueueCluster,
     MultiKueueClusterStatus,
     MultiKueueConfig,
@@ -145,6 +147,23 @@ def test_check_state_sets_cluster_name_once() -> None:
     assert isinstance(missing, Refusal)
     assert isinstance(plan_mk(SetNominatedClusters(**_W, clusters=("w1",)), local(cluster="w1"), "T"), Refusal)
     assert isinstance(plan_mk(SetNominatedClusters(**_W, clusters=("w1",)), wl, "T"), Write)
+
+
+def test_the_last_check_ready_admits_in_the_same_write() -> None:
+    """Kueue's workload controller sets Admitted once every check is Ready; kq writes it with that check."""
+    ready = plan_mk(SetAdmissionCheckState(**_W, check="mk", state="Ready", message="ok", cluster_name="w1"),
+                    local(), "T")
+    assert isinstance(ready, Write)
+    patch = msgspec.json.decode(ready.patch)
+    (admitted,) = [c for c in patch["status"]["conditions"] if c["type"] == k.WORKLOAD_ADMITTED]
+    assert (admitted["status"], admitted["reason"], admitted["lastTransitionTime"]) == ("True", "Admitted", "T")
+    other = replace(local(), status=replace(local().status, admission_checks=(
+        *local().status.admission_checks, AdmissionCheckState(name="prov", state="Pending"))))
+    waiting = plan_mk(SetAdmissionCheckState(**_W, check="mk", state="Ready", message="ok", cluster_name="w1"),
+                      other, "T")
+    assert isinstance(waiting, Write) and b'"Admitted"' not in waiting.patch
+    pending = plan_mk(SetAdmissionCheckState(**_W, check="mk", state="Pending", message="wait"), local(), "T")
+    assert isinstance(pending, Write) and b'"Admitted"' not in pending.patch
 
 
 def test_job_status_sync_and_retention_delete() -> None:
