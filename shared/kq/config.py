@@ -186,12 +186,9 @@ class WatcherConfig(_Cfg, frozen=True, kw_only=True):
 class AdmissionTermConfig(_Cfg, frozen=True, kw_only=True):
     """`admission.term:` one leadership term of the scheduler (services/admission/leader.py)."""
 
-    # Cycles in a row before publishing and letting inputs in (a round stops early when a cycle
-    # decides nothing). A cycle admits at most one head a queue, so with one cycle a round (0) a queue
-    # whose finishes freed room for 20 small workloads took 20 rounds, each awaiting its publish
-    # acks: in the baseline's drain both the CPU and the freed quota's wait. 20 ms: the baseline
-    # 8 % shorter, 16 % less CPU a workload (session 12). 0: decisions out at once, fewest stale.
-    max_round_s: float = 0.02
+    # Cycles in a row before publishing and letting inputs in. 0: one cycle per round, so its
+    # decisions go out at once and the next cycle sees what came in meanwhile (fewer stale decisions).
+    max_round_s: float = 0.0
     spin_guard_s: float = 0.05  # wait between cycles that decide nothing while the core says "work"
     fence_poll_s: float = 0.02  # how often to look whether the fence left KQ_CMD
     replay_batch: int = 1000

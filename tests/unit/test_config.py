@@ -53,9 +53,6 @@ def test_defaults_when_the_sections_are_left_out() -> None:
     assert Config().admission.term.pending_interval_s == 0.25
     # 32 requests made at once go out in one write (at 8, most writes were full ones in large-scale)
     assert Config().watcher.api_pipeline == 32
-    # A round runs cycles for up to 20 ms: a cycle admits one head a queue, and one cycle a round made
-    # a queue with room for N wait N rounds of publish acks (the baseline's drain)
-    assert Config().admission.term.max_round_s == 0.02
 
 
 @pytest.mark.parametrize("text, named", [
