@@ -1,5 +1,6 @@
-"""`kq bench bench/small.yaml --summary F` through the live stack (every service its own process):
-the summary has every key, every workload finished, no ClusterQueue or cohort went over quota."""
+"""`kq bench bench/small.yaml --summary F --journal J` through the live stack (every service its own
+process): the summary has every key, every workload finished, no ClusterQueue or cohort went over
+quota, and the journal's hops are reported for every run."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def test_small_bench_through_the_live_stack(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KQ_")}
     proc = subprocess.run(
         [sys.executable, "-m", "kq.cli.main", "bench", "bench/small.yaml", "--summary", str(summary),
-         "--timeout", str(RECORD_TIMEOUT_S), "--workdir", str(tmp_path / "work")],
+         "--timeout", str(RECORD_TIMEOUT_S), "--workdir", str(tmp_path / "work"),
+         "--journal", str(tmp_path / "journal.jsonl")],
         capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=REPO, env=env,
     )
     said = f"exit {proc.returncode}\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
@@ -41,6 +43,9 @@ def test_small_bench_through_the_live_stack(tmp_path: Path) -> None:
     assert doc["timedOut"] is False and doc["cmdStats"]["wallMs"] > 0, said
     assert doc["cmdStats"]["maxRssBytes"] > 0 and doc["cmdStats"]["startupMs"] > 0, said
     assert 0 < doc["usagePercent"]["cq"] <= 100, said
+    # --journal: every finished run is timed from the API's commit times
+    assert "quota held beyond runtime" in proc.stdout and "(292)" in proc.stdout, said
+    assert (tmp_path / "journal.jsonl").stat().st_size > 0, said
     assert proc.returncode == 0, said
 
 

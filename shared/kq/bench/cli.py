@@ -91,6 +91,9 @@ def _fill(p: argparse.ArgumentParser) -> None:
     p.add_argument("--profile", type=Path, metavar="FILE",
                    help="profile this process with cProfile (pstats to FILE; the top functions to stderr)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--journal", type=Path, metavar="FILE",
+                   help="live, single cluster: kubesim writes every committed Workload change to FILE with its "
+                        "commit time (JSON lines), and the report adds the loop's hops read from it")
     p.add_argument("--replicas", action="append", default=[], metavar="SERVICE=N",
                    help="live: run N instances of a service (admission=N: sharded admission, N slots)")
     p.add_argument("--workers", type=int, default=0, metavar="N",
@@ -146,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
     say: Callable[[str], None] = (
         (lambda _line: None) if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     )
+    if args.journal is not None and (args.virtual_time or args.workers):
+        print("error: --journal is for a live single-cluster run (not --virtual-time or --workers)", file=sys.stderr)
+        return EXIT_INVALID
     if args.workers:
         return _run_multikueue(args, plan, say)
 
@@ -179,6 +185,11 @@ def run(args: argparse.Namespace) -> int:
     figures = compute(plan, log)
     detail = f"cycle latency {args.cycle_latency_ms:g} ms" if args.virtual_time else ""
     print(render(figures, plan, config=str(args.config), mode_detail=detail))
+    if args.journal is not None:
+        from kq.bench.hops import hop_figures, render_hops
+
+        with args.journal.open("rb") as lines:
+            print(render_hops(hop_figures(plan, lines)))
     if args.summary is not None:
         write_summary(figures, args.summary)
     ok = (not figures.timed_out and figures.wall_ms is not None and figures.finished == figures.expected
@@ -273,7 +284,8 @@ def _record(args: argparse.Namespace, plan: BenchPlan, say: Callable[[str], None
     from kq.runtime import eventloop
 
     return eventloop.run(run_live(plan, timeout_s=args.timeout, workdir=args.workdir, say=say,
-                                  concurrency=args.concurrency, replicas=_replicas(args.replicas)))
+                                  concurrency=args.concurrency, replicas=_replicas(args.replicas),
+                                  journal=args.journal))
 
 
 class BenchUnavailable(RuntimeError):

@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from kq.bench.generate import BenchPlan, WorkloadPlan, setup_objects, workload_object
+from kq.bench.hops import WORKLOADS
 from kq.bench.metrics import ProcessStats, RunLog
 from kq.bench.pipeline import NO_ANSWER, Pipeline
 from kq.bench.procstats import process_stats
@@ -219,10 +220,12 @@ async def _tasks() -> AsyncIterator[list[asyncio.Task[None]]]:
 
 async def run_live(plan: BenchPlan, *, timeout_s: float = 600.0, workdir: Path | None = None,
                    say: Say | None = None, concurrency: int = 64, startup_timeout_s: float = 120.0,
-                   replicas: dict[str, int] | None = None, settle_s: float = 0.0) -> RunLog:
+                   replicas: dict[str, int] | None = None, settle_s: float = 0.0,
+                   journal: Path | None = None) -> RunLog:
     """`settle_s` > 0: after creating the queues, wait (up to that long) until every ClusterQueue has
     reported and the stack is quiet before snapshotting its CPU and creating workloads, so the queues'
-    set-up (mirroring them, their first statuses) is not counted as the workloads' cost."""
+    set-up (mirroring them, their first statuses) is not counted as the workloads' cost. `journal`:
+    kubesim writes every committed Workload change there with its commit time (kq.bench.hops)."""
     say = say or (lambda _line: None)
     log = RunLog(mode="live")
     history = max(100_000, 10 * len(plan.workloads))  # kubesim's watch window: a slow watcher must not see 410
@@ -230,7 +233,7 @@ async def run_live(plan: BenchPlan, *, timeout_s: float = 600.0, workdir: Path |
         t_start = time.monotonic()
         stack = Stack(wd / "stack", clusters=((CLUSTER, "manager"),), log_level="warning",
                       timeout_s=startup_timeout_s, progress=say, replicas=replicas,
-                      kubesim_args=("--history", str(history), "--log-level", "warning"))
+                      kubesim_args=("--history", str(history), "--log-level", "warning", *_journal_args(journal)))
         await stack.up()
         try:
             log.startup_ms = (time.monotonic() - t_start) * 1000.0
@@ -242,6 +245,13 @@ async def run_live(plan: BenchPlan, *, timeout_s: float = 600.0, workdir: Path |
             await stack.down()
             log.shutdown_ms = (time.monotonic() - t_down) * 1000.0
     return log
+
+
+def _journal_args(journal: Path | None) -> tuple[str, ...]:
+    if journal is None:
+        return ()
+    journal.unlink(missing_ok=True)  # kubesim appends: one run's records only
+    return ("--journal", str(journal.resolve()), "--journal-resources", WORKLOADS)
 
 
 async def _drive(stack: Stack, plan: BenchPlan, clock: Clock, log: RunLog, timeout_s: float, say: Say,

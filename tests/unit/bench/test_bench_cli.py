@@ -34,6 +34,12 @@ def test_bad_options_exit_2(flag: list[str], capsys: pytest.CaptureFixture[str])
     assert "must be" in capsys.readouterr().err
 
 
+def test_journal_is_for_a_live_single_cluster_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", str(REPO / "bench" / "small.yaml"), "--virtual-time",
+                 "--journal", str(tmp_path / "j.jsonl")]) == 2
+    assert "--journal is for a live single-cluster run" in capsys.readouterr().err
+
+
 def test_virtual_run_writes_every_summary_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     summary = tmp_path / "summary.yaml"
     code = main(["bench", str(REPO / "bench" / "small.yaml"), "--virtual-time", "--summary", str(summary), "--quiet"])
