@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from kq.api import KINDS
-from kq.config import parse_config
+from kq.config import Config, parse_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -455,3 +455,12 @@ def test_only_kqs_service_pods_reach_nats():
         assert not _may_reach(stranger, 6222), stranger
     # a component label outside kq's services (a user's pod copying labels partly) is not enough
     assert not _may_reach({"app.kubernetes.io/part-of": "kq", "app.kubernetes.io/component": "shell"}, 4222)
+
+
+def test_the_watcher_is_paced_for_a_real_api_server():
+    # One request per connection there, so every Job reconcile awaiting its write holds one: deploy/
+    # keeps the watcher's Job reconciles near Kueue's concurrency, not kq's default (sized for kubesim).
+    (cm,) = [c for c in _of_kind("ConfigMap") if c["metadata"]["name"] == "kq-config"]
+    watcher = parse_config(cm["data"]["config.yaml"], "kq-config").watcher
+    assert watcher.api_pipeline == 1
+    assert watcher.job_workers == 8 < Config().watcher.job_workers
