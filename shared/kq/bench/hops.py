@@ -15,40 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from statistics import mean
+from typing import Any
 
 import msgspec
 
 from kq.bench.generate import BenchPlan
-
-
-class _Condition(msgspec.Struct, frozen=True):
-    type: str = ""
-    status: str = ""
-
-
-class _Status(msgspec.Struct, frozen=True):
-    conditions: tuple[_Condition, ...] = ()
-
-
-class _Meta(msgspec.Struct, frozen=True):
-    name: str = ""
-    namespace: str = ""
-
-
-class _Object(msgspec.Struct, frozen=True):
-    metadata: _Meta = _Meta()
-    status: _Status = _Status()
-
-
-class _Record(msgspec.Struct, frozen=True):
-    t: float  # commit time (unix seconds)
-    e: str  # ADDED | MODIFIED | DELETED
-    r: str  # resource key
-    o: _Object
-
-
-_decoder = msgspec.json.Decoder(_Record)
-WORKLOADS = "workloads.kueue.x-k8s.io"
+from kq.chaos.check import WORKLOADS, decode_record  # the journal's records, as `kq chaos` reads them
 
 
 class Hop(msgspec.Struct, frozen=True):
@@ -71,8 +43,8 @@ def _hop(seconds: list[float]) -> Hop:
     return Hop(count=len(xs), p50_ms=at(0.5), p90_ms=at(0.9), mean_ms=1000.0 * mean(xs))
 
 
-def _true(conditions: tuple[_Condition, ...], type_: str) -> bool:
-    return any(c.type == type_ and c.status == "True" for c in conditions)
+def _true(conditions: list[dict[str, Any]], type_: str) -> bool:
+    return any(c.get("type") == type_ and c.get("status") == "True" for c in conditions)
 
 
 def hop_figures(plan: BenchPlan, lines: Iterable[bytes]) -> HopFigures:
@@ -86,15 +58,16 @@ def hop_figures(plan: BenchPlan, lines: Iterable[bytes]) -> HopFigures:
     held: list[float] = []
     to_next: list[float] = []
     for line in lines:
-        rec = _decoder.decode(line)
+        rec = decode_record(line)
         if rec.r != WORKLOADS:
             continue
-        key = f"{rec.o.metadata.namespace}/{rec.o.metadata.name}"
+        meta = rec.o.get("metadata") or {}
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         known = planned.get(key)
         if known is None:
             continue
         cohort, runtime_s = known
-        conds = rec.o.status.conditions
+        conds = (rec.o.get("status") or {}).get("conditions") or []
         finished = _true(conds, "Finished")
         reserved = (rec.e != "DELETED" and _true(conds, "QuotaReserved") and not finished
                     and not _true(conds, "Evicted"))
