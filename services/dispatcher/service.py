@@ -48,7 +48,8 @@ async def main(bus: Bus, config: Config, settings: DispatcherSettings | None = N
     holder = holder_name(config.instance)
     lease = dispatcher_lease(bus, manager.name, holder, settings.lease_ttl_s)
     async with AsyncExitStack() as stack:
-        client = await KubeClient.from_kubeconfig(manager.kubeconfig, user_agent="kq/dispatcher")
+        client = await KubeClient.from_kubeconfig(manager.kubeconfig, user_agent="kq/dispatcher",
+                                                  rate=config.kueue.client_rate())
         stack.push_async_callback(client.close)
 
         leading = False

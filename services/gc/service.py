@@ -192,7 +192,8 @@ async def main(bus: Bus, config: Config, settings: GcSettings | None = None) -> 
         await asyncio.Event().wait()
     manager = managers[0]
     async with AsyncExitStack() as stack:
-        client = await KubeClient.from_kubeconfig(manager.kubeconfig, user_agent="kq/gc")
+        client = await KubeClient.from_kubeconfig(manager.kubeconfig, user_agent="kq/gc",
+                                                  rate=config.kueue.client_rate())
         stack.push_async_callback(client.close)
         sweeper = Sweeper(bus, manager.name, KubeconfigSource(client, settings.kq_namespace), origin,
                           after_finished, after_deactivated, k.multikueue_job_kinds(config.kueue.frameworks()))

@@ -129,13 +129,14 @@ async def _mark_ready_when_synced(bus: Bus, watchers: list[ClusterWatcher]) -> N
 async def connect_clusters(stack: AsyncExitStack, bus: Bus, clusters: tuple[ClusterConfig, ...],
                            settings: WatcherSettings, *, job_integration: bool = True,
                            frameworks: frozenset[str] = frozenset(),
-                           policy: JobPolicy | None = None) -> list[ClusterWatcher]:
+                           policy: JobPolicy | None = None,
+                           rate: tuple[float, int] | None = None) -> list[ClusterWatcher]:
     if not clusters:
         raise ValueError("watcher: no clusters configured (config `clusters`)")
     watchers: list[ClusterWatcher] = []
     for c in clusters:
         client = await KubeClient.from_kubeconfig(c.kubeconfig, user_agent="kq/watcher",
-                                                  pipeline=settings.api_pipeline)
+                                                  pipeline=settings.api_pipeline, rate=rate)
         stack.push_async_callback(client.close)
         watchers.append(ClusterWatcher(bus, c.name, client, settings, job_integration=job_integration,
                                        frameworks=frameworks, policy=policy))
@@ -165,5 +166,6 @@ async def main(bus: Bus, config: Config, settings: WatcherSettings | None = None
     async with AsyncExitStack() as stack:
         watchers = await connect_clusters(stack, bus, config.clusters, settings,
                                           job_integration=config.kueue.job_integration(),
-                                          frameworks=config.kueue.frameworks(), policy=job_policy(config.kueue))
+                                          frameworks=config.kueue.frameworks(), policy=job_policy(config.kueue),
+                                          rate=config.kueue.client_rate())
         await run_watchers(bus, watchers)

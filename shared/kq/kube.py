@@ -31,6 +31,7 @@ from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import msgspec
+from aiolimiter import AsyncLimiter
 from yarl import URL
 
 from kq.api.registry import kind_info
@@ -269,10 +270,15 @@ class KubeClient:
     """One API server. Methods take the lower-case kind names of kq.api.registry."""
 
     def __init__(self, target: KubeTarget, *, request_timeout_s: float = 30.0, max_connections: int = 128,
-                 user_agent: str = _USER_AGENT, pipeline: int = 1) -> None:
+                 user_agent: str = _USER_AGENT, pipeline: int = 1, rate: tuple[float, int] | None = None) -> None:
         """Call from a running event loop (the session binds to it). `pipeline` > 1: unary requests
         made in the same turn of the event loop go out pipelined, up to that many on one connection
-        (kq.http1.Http1Pool; not through a proxy)."""
+        (kq.http1.Http1Pool; not through a proxy). `rate` (requests a second, burst): every request,
+        a watch's too, waits for its turn, as client-go's token bucket has it (Kueue's
+        `clientConnection`); None: no client-side limit."""
+        # A leaky bucket of `burst` drained at `qps` lets the same requests through as client-go's
+        # token bucket of `burst` filled at `qps`.
+        self._limiter = AsyncLimiter(rate[1], rate[1] / rate[0]) if rate is not None else None
         self._refresh = target.refresh
         self._user_agent = user_agent
         self._host = target.host.rstrip("/")
@@ -302,13 +308,13 @@ class KubeClient:
     @classmethod
     async def from_kubeconfig(
         cls, path: str, *, context: str | None = None, request_timeout_s: float = 30.0, max_connections: int = 128,
-        user_agent: str = _USER_AGENT, pipeline: int = 1,
+        user_agent: str = _USER_AGENT, pipeline: int = 1, rate: tuple[float, int] | None = None,
     ) -> KubeClient:
         """max_connections bounds concurrent HTTP connections, for requests and for watches apart
         (each open watch holds one). A user with a `tokenFile` (a ServiceAccount's projected token)
         is re-read whenever the file changes."""
         return cls(await target_from_file(path, context), request_timeout_s=request_timeout_s,
-                   max_connections=max_connections, user_agent=user_agent, pipeline=pipeline)
+                   max_connections=max_connections, user_agent=user_agent, pipeline=pipeline, rate=rate)
 
     @classmethod
     async def from_kubeconfig_dict(
@@ -367,6 +373,8 @@ class KubeClient:
         # it is, not parsed and re-quoted by yarl on every request.
         target: str | URL = URL(url, encoded=True) if _PLAIN_URL.fullmatch(url) else url
         headers = await self._headers(content_type)
+        if self._limiter is not None:
+            await self._limiter.acquire()
         try:
             resp = await self._session.request(method, target, headers=headers, data=body,
                                                timeout=timeout or self._timeout, **self._request_kw)
@@ -398,6 +406,8 @@ class KubeClient:
             target = self._base_path + path
             if query:
                 target += "?" + urlencode(query)
+            if self._limiter is not None:
+                await self._limiter.acquire()
             try:
                 resp = await self._pool.request(method, target, await self._head(content_type), body, self._timeout_s)
             except HttpError as e:
@@ -560,6 +570,8 @@ class KubeClient:
         """A watch's answer on kq.http1 (a connection of its own), its status checked."""
         assert self._pool is not None
         target = self._base_path + path + "?" + urlencode(query)
+        if self._limiter is not None:
+            await self._limiter.acquire()
         try:
             stream = await self._pool.stream("GET", target, await self._head("application/json"), self._timeout_s)
         except HttpError as e:

@@ -53,6 +53,7 @@ FIELD_USERS: dict[str, str] = {
     "integrations.frameworks": "watcher",
     "manageJobsWithoutQueueName": "watcher",  # and kubesim's stand-in for Kueue's webhooks
     "managedJobsNamespaceSelector": "watcher",
+    "clientConnection": "watcher",  # and the dispatcher's and gc's clients of the manager
 }
 
 # Kueue's feature gates (pkg/features); kq acts on none of them, and refuses a name Kueue does not know.
@@ -233,9 +234,23 @@ class WaitForPodsReady(_K, frozen=True, kw_only=True):
             raise ValueError("timeout: must be more than 0s")
 
 
+# Kueue's defaults when `clientConnection` leaves qps or burst out (or 0): apis/config/*/defaults.go.
+DEFAULT_QPS = 300.0
+DEFAULT_BURST = 500
+
+
 class ClientConnection(_K, frozen=True, kw_only=True):
-    qps: float | None = None
+    qps: float | None = None  # negative: no client-side limit, as in Kueue
     burst: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.burst is not None and self.burst < 0:
+            raise ValueError(f"burst: must not be negative, got {self.burst}")
+
+    def rate(self) -> tuple[float, int] | None:
+        """(requests a second, burst) for a token bucket, Kueue's defaults filled in; None: unlimited."""
+        qps = self.qps or DEFAULT_QPS
+        return None if qps < 0 else (qps, self.burst or DEFAULT_BURST)
 
 
 class PodIntegrationOptions(_K, frozen=True, kw_only=True):  # v1beta1
@@ -406,6 +421,12 @@ class KueueConfig(_K, frozen=True, kw_only=True):
             if getattr(self, name) is not None:
                 field = self.__struct_encode_fields__[self.__struct_fields__.index(name)]
                 raise ValueError(f"{field}: not a field of {self.api_version}")
+
+    def client_rate(self) -> tuple[float, int] | None:
+        """The client-side limit each of kq's API clients keeps (`clientConnection`). Without that
+        section none, unlike Kueue (300/s): kubesim needs none, and deploy/ sets Kueue's defaults
+        for a real API server."""
+        return self.client_connection.rate() if self.client_connection is not None else None
 
     def frameworks(self) -> frozenset[str]:
         """The enabled integrations: `integrations.frameworks`, else Kueue's installed defaults."""

@@ -84,7 +84,7 @@ def test_kueue_default_config_map_is_accepted_and_unused_fields_are_listed() -> 
 
     unused = unused_fields(cfg, ["admission", "watcher"])
     for field in ("namespace", "health.healthProbeBindAddress", "metrics.bindAddress", "webhook.port",
-                  "leaderElection.leaseDuration", "controller.groupKindConcurrency", "clientConnection.qps",
+                  "leaderElection.leaseDuration", "controller.groupKindConcurrency",
                   "internalCertManagement.enable",
                   "integrations.externalFrameworks", "admissionFairSharing.resourceWeights",
                   "resources.transformations", "objectRetentionPolicies.workloads.afterDeactivatedByKueue",
@@ -93,7 +93,8 @@ def test_kueue_default_config_map_is_accepted_and_unused_fields_are_listed() -> 
         assert field in unused, field
     for field in ("fairSharing", "waitForPodsReady.requeuingStrategy.timestamp", "integrations.frameworks[batch/job]",
                   "integrations.frameworks[ray.io/rayjob]", "integrations.frameworks[kubeflow.org/mpijob]",
-                  "manageJobsWithoutQueueName", "managedJobsNamespaceSelector", "apiVersion", "kind"):
+                  "manageJobsWithoutQueueName", "managedJobsNamespaceSelector", "clientConnection",
+                  "apiVersion", "kind"):
         assert not any(u == field or u.startswith(field + ".") for u in unused), field
 
     # With the services that act on them in the build, waitForPodsReady and multiKueue count as used.
@@ -141,6 +142,7 @@ def test_v1beta1_enable_switches_default_to_off() -> None:
     pytest.param("kind: KueueConfiguration\n", "kind: 'KueueConfiguration' is not Configuration", id="kind"),
     pytest.param("featureGates: {TopologyAwareScheduling: maybe}", "Expected `bool`, got `str` - at `$.featureGates", id="gate"),
     pytest.param("fairSharing: {preemptionStrategies: [Greedy]}", "at `$.fairSharing.preemptionStrategies[0]`", id="strategy"),
+    pytest.param("clientConnection: {burst: -1}", "burst: must not be negative, got -1", id="burst"),
 ])
 def test_bad_kueue_values_are_refused_at_load_naming_the_field(text: str, named: str) -> None:
     with pytest.raises(ConfigError) as e:
@@ -148,6 +150,19 @@ def test_bad_kueue_values_are_refused_at_load_naming_the_field(text: str, named:
     assert named in str(e.value), str(e.value)
     with pytest.raises(ConfigError) as e:  # the same through the config file's kueue: section
         parse_config(yaml.safe_dump({"kueue": yaml.safe_load(text)}), "kq.yaml")
+
+
+@pytest.mark.parametrize("text, rate", [
+    pytest.param("namespace: kueue-system", None, id="left-out"),
+    pytest.param("clientConnection: {}", (300.0, 500), id="kueue-defaults"),
+    pytest.param("clientConnection: {qps: 0, burst: 0}", (300.0, 500), id="zero-is-default"),
+    pytest.param("clientConnection: {qps: 100, burst: 200}", (100.0, 200), id="set"),
+    pytest.param("clientConnection: {qps: 50}", (50.0, 500), id="qps-only"),
+    pytest.param("clientConnection: {qps: -1, burst: 10}", None, id="negative-qps-unlimited"),
+])
+def test_client_connection_gives_the_api_clients_rate_as_kueue_defaults_it(
+        text: str, rate: tuple[float, int] | None) -> None:
+    assert parse_kueue_config(text, "kueue.yaml").client_rate() == rate
 
 
 @pytest.mark.parametrize("text, seconds", [("0", 0), ("300ms", 0.3), ("2s", 2), ("1h30m", 5400), ("1.5h", 5400),

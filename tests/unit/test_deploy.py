@@ -464,3 +464,6 @@ def test_the_watcher_is_paced_for_a_real_api_server():
     watcher = parse_config(cm["data"]["config.yaml"], "kq-config").watcher
     assert watcher.api_pipeline == 1
     assert watcher.job_workers == 8 < Config().watcher.job_workers
+    # And every client keeps Kueue's default client-side limit, which kq leaves off by default.
+    assert parse_config(cm["data"]["config.yaml"], "kq-config").kueue.client_rate() == (300.0, 500)
+    assert Config().kueue.client_rate() is None
