@@ -96,9 +96,9 @@ def missing_sync(partitions: Iterable[Partition]) -> dict[str, list[str]]:
 
 
 async def publish(bus: Bus, commands: list[Outgoing], events: list[Outgoing]) -> None:
-    """Commands first (what changes the world), then the decisions' audit events, in one batch with
-    its acks awaited (publish_batch: one write, no future per message), so on return all are stored.
-    (Two batches, the events' awaited after the commands' acks, cost a second write and wake-up of
-    the bus and of this loop each round, and the round a second wait for acks.)"""
-    if commands or events:
-        await bus.publish_batch([OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in commands + events])
+    """Commands first (what changes the world), then the decisions' audit events; each batch
+    at once with its acks awaited (publish_batch: no future per message), so on return both are stored."""
+    if commands:
+        await bus.publish_batch([OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in commands])
+    if events:
+        await bus.publish_batch([OutMsg(o.subject, o.message, o.msg_id, o.headers) for o in events])
