@@ -24,11 +24,6 @@ milliseconds, and every hop of a workload's round trip is a pull).
 `_process_headers` reads a plain header block (no inline status) as nats-py's does, a name read
 once: every mirror record carries four headers, and nats-py's per-line key decode and whitespace
 scan were ~3.5 % of admission's CPU in large-scale (py-spy, session 11).
-
-`_MessageParser` reads MSG and HMSG off the buffer with one find and split each, where nats-py's
-parser tries a regex per protocol line kind, keeps a dict of arguments and cuts the buffer per
-message; a message for a direct subscription reaches its handler with no coroutine in between.
-Anything else (PING, INFO, -ERR, a message split across reads) is left to nats-py's parser.
 """
 
 from __future__ import annotations
@@ -41,7 +36,6 @@ from nats import errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.protocol.parser import AWAITING_CONTROL_LINE, Parser
 
 LINGER_S = 0.001
 _SUBJECT_INVALID = re.compile(r"[ \t\r\n]")  # as nats-py's publish: CR/LF could inject protocol commands
@@ -107,57 +101,9 @@ DirectHandler = Callable[[str, bytes], None]  # (subject, payload); headers are 
 MsgHandler = Callable[[Msg], None]
 
 
-class _MessageParser(Parser):
-    """nats-py's Parser with MSG and HMSG read the quick way (see the module docstring)."""
-
-    nc: LingeringClient
-
-    async def parse(self, data: bytes = b"") -> None:
-        buf = self.buf
-        buf.extend(data)
-        pos, n = 0, len(buf)
-        nc = self.nc
-        try:
-            while self.state == AWAITING_CONTROL_LINE and pos < n:
-                if buf.startswith(b"HMSG ", pos):
-                    with_headers = True
-                elif buf.startswith(b"MSG ", pos):
-                    with_headers = False
-                else:
-                    break
-                end = buf.find(b"\r\n", pos)
-                if end < 0:
-                    break
-                args = buf[pos:end].split()  # [H]MSG <subject> <sid> [reply] [<header bytes>] <total bytes>
-                plain = 5 if with_headers else 4  # fields without a reply
-                if len(args) not in (plain, plain + 1) or not (args[2].isdigit() and args[-1].isdigit()
-                                                                 and args[-2 if with_headers else -1].isdigit()):
-                    break  # malformed: nats-py's parser says so
-                total = int(args[-1])
-                hsize = int(args[-2]) if with_headers else 0
-                start = end + 2
-                if n < start + total + 2:
-                    break  # the payload is not all here yet
-                subject, sid, reply = bytes(args[1]), int(args[2]), bytes(args[3]) if len(args) > plain else b""
-                hdr = bytes(buf[start:start + hsize]) if hsize else None
-                payload = bytes(buf[start + hsize:start + total])
-                pos = start + total + 2  # (consumed before the handler runs, as nats-py does)
-                if not nc._deliver_direct(sid, subject, reply, payload, hdr):
-                    await nc._process_msg(sid, subject, reply, payload, hdr)
-        finally:
-            if pos:
-                del buf[:pos]
-        if buf:
-            await super().parse()
-
-
 class LingeringClient(Client):
     _direct: dict[int, DirectHandler] | None = None
     _direct_msgs: dict[int, MsgHandler] | None = None
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._ps = _MessageParser(self)
 
     async def subscribe_direct(self, subject: str, handler: DirectHandler) -> None:
         """Every message on `subject` to `handler` as it is read, for as long as the connection lives
@@ -181,25 +127,13 @@ class LingeringClient(Client):
         if self._direct_msgs:
             self._direct_msgs.pop(sid, None)
 
-    def _deliver_direct(self, sid: int, subject: bytes, reply: bytes, data: bytes, headers: bytes | None) -> bool:
-        """Hand a message to its direct handler, if its subscription has one (False: it has not)."""
+    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes,
+                           headers: bytes | None) -> None:
         handler = self._direct.get(sid) if self._direct else None
         if handler is not None:
             self.stats["in_msgs"] += 1
             self.stats["in_bytes"] += len(data)
             handler(subject.decode(), data)
-            return True
-        whole = self._direct_msgs.get(sid) if self._direct_msgs else None
-        if whole is None or (headers and not headers.startswith(_HDR_LINE)):
-            return False  # (an inline status is nats-py's to read: _process_msg)
-        self.stats["in_msgs"] += 1
-        self.stats["in_bytes"] += len(data)
-        whole(self._build_message(sid, subject, reply, data, parse_header_block(headers) if headers else None))
-        return True
-
-    async def _process_msg(self, sid: int, subject: bytes, reply: bytes, data: bytes,
-                           headers: bytes | None) -> None:
-        if self._deliver_direct(sid, subject, reply, data, headers):
             return
         whole = self._direct_msgs.get(sid) if self._direct_msgs else None
         if whole is not None:
