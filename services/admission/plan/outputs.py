@@ -82,18 +82,6 @@ class Outputs(NamedTuple):
     commands: list[Outgoing]
     events: list[Outgoing]
     sent: dict[str, Sent]  # command id -> what it was for
-    # command id -> the decision event that goes out only with that command: a pending reason held
-    # back and replaced, or overtaken by the workload's reservation, is never written, so it is
-    # not published either (PendingPacer). Folded into `events` by `with_riders`.
-    riders: dict[str, Outgoing]
-
-
-def with_riders(out: Outputs) -> Outputs:
-    """Every command's rider among the events, the commands being sent as they are."""
-    if not out.riders:
-        return out
-    return Outputs(out.commands, out.events + [out.riders[o.msg_id] for o in out.commands if o.msg_id in out.riders],
-                   out.sent, {})
 
 
 # --- ids ---------------------------------------------------------------------------------------------
@@ -226,7 +214,7 @@ class _Builder:
         self.writer = writer
         self.epoch = epoch
         self.at = rfc3339(now)
-        self.out = Outputs([], [], {}, {})
+        self.out = Outputs([], [], {})
 
     def id(self, action: Action, target: str, decision: str) -> str:
         return command_id(action, self.epoch, self.cluster, target, decision)
@@ -235,14 +223,9 @@ class _Builder:
         self.out.commands.append(Outgoing(command_subject_of(cmd), cmd, cmd.id))
         self.out.sent[cmd.id] = Sent(action, target)
 
-    def event(self, ev: Decision, key: str, rides_on: str | None = None) -> None:
-        """`rides_on`: the id of the command this event goes out with (Outputs.riders)."""
-        o = Outgoing(subjects.event_subject(self.cluster, "workload", ev.namespace, ev.name), ev,
-                     f"evt|e{self.epoch}|{self.cluster}|{key}|{ev.id}")
-        if rides_on is None:
-            self.out.events.append(o)
-        else:
-            self.out.riders[rides_on] = o
+    def event(self, ev: Decision, key: str) -> None:
+        self.out.events.append(Outgoing(subjects.event_subject(self.cluster, "workload", ev.namespace, ev.name), ev,
+                                        f"evt|e{self.epoch}|{self.cluster}|{key}|{ev.id}"))
 
 
 def plan_outputs(
@@ -266,13 +249,11 @@ def plan_outputs(
     cq_last: dict[str, ClusterQueueStatus] = {}
     lq_last: dict[str, LocalQueueStatus] = {}
     # A pending condition is written whole too: one superseded by a later one for the same
-    # workload in this batch, or by its reservation (QuotaReserved=True over it: the watcher would
-    # not write it), is not sent, nor its decision event.
+    # workload in this batch is not sent (its decision event still is).
     last_pending = {q.workload: i for i, result in enumerate(results) for q in result.pending}
-    reserved = {d.workload: i for i, result in enumerate(results) for d in result.admissions}
     for i, result in enumerate(results):
         def superseded(key: str, i: int = i) -> bool:
-            return last_pending[key] != i or reserved.get(key, -1) > i
+            return last_pending[key] != i
 
         _decisions(b, result, admission_of, errors, superseded)
         cq_last.update((s.name, s) for s in result.cluster_queues)
@@ -353,11 +334,10 @@ def _decisions(b: _Builder, result: CycleResult, admission_of: Callable[[str], a
         b.command(AdmitWorkload(id=b.id("admit", r.workload, r.id), **common, namespace=ns, name=name, uid=r.uid,
                                 admission=admission, admitted=True, message=r.message), "admit", r.workload)
     for q in result.pending:
-        if superseded(q.workload):
-            continue
         ns, name = _split(q.workload)
-        cid = b.id("pending", q.workload, q.id)
-        b.command(SetWorkloadPending(id=cid, **common, namespace=ns, name=name, uid=q.uid,
-                                     reason=PENDING_CONDITION_REASON, message=q.message), "pending", q.workload)
+        if not superseded(q.workload):
+            b.command(SetWorkloadPending(id=b.id("pending", q.workload, q.id), **common, namespace=ns, name=name,
+                                         uid=q.uid, reason=PENDING_CONDITION_REASON, message=q.message),
+                      "pending", q.workload)
         b.event(WorkloadPendingEvent(id=q.id, cluster=c, namespace=ns, name=name, at=at, message=q.message,
-                                     reason=q.reason), q.workload, rides_on=cid)
+                                     reason=q.reason), q.workload)

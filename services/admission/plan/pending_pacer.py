@@ -5,9 +5,7 @@ needed", then "... 5 more needed"), and each would be a write to the API server.
 one for a workload goes out at once; later ones within `interval_s` of the last write are held,
 a newer one replacing the held one (the condition is written whole), and go out when due.
 A held write also goes out just before any other command for the same workload, so every
-workload's commands keep their decision order; but the workload's reservation drops it (it sets
-QuotaReserved=True over the condition: the watcher would not write it). A pending reason's
-decision event (Outputs.riders) goes out with its write, or not at all.
+workload's commands keep their decision order. The decision events are not held.
 
 Backpressure: at most `max_in_flight` pending writes wait for their outcome at a time (None: no
 bound). Past that, new ones are held too (coalescing per workload) and go out as outcomes come
@@ -23,8 +21,7 @@ from __future__ import annotations
 import heapq
 import math
 
-from kq.messages import AdmitWorkload, SetWorkloadPending
-from services.admission.plan.outputs import WORKLOAD_ACTIONS, Outgoing, Outputs, Sent, with_riders
+from services.admission.plan.outputs import WORKLOAD_ACTIONS, Outgoing, Outputs, Sent
 
 _PRUNE_EVERY_S = 5.0
 _RETRY_FULL_S = 0.05  # a held write past the in-flight bound is looked at again this soon
@@ -36,8 +33,7 @@ class PendingPacer:
         self.max_in_flight = max_in_flight
         self.in_flight = 0  # pending writes sent whose outcome has not come back (see settled)
         self.last_sent: dict[str, float] = {}  # workload key -> when its pending condition was last sent
-        # workload key -> (due, command, what for, its decision event)
-        self.held: dict[str, tuple[float, Outgoing, Sent, Outgoing | None]] = {}
+        self.held: dict[str, tuple[float, Outgoing, Sent]] = {}  # workload key -> (due, command, what for)
         self._dues: list[tuple[float, str]] = []  # heap of (due, key); entries no longer held are skipped
         self._pruned_at = 0.0
         self._retry_at = -math.inf  # past the bound: when to look at the held ones again
@@ -64,44 +60,43 @@ class PendingPacer:
     def _full(self) -> bool:
         return self.max_in_flight is not None and self.in_flight >= self.max_in_flight
 
-    def _hold(self, due: float, o: Outgoing, what: Sent, rider: Outgoing | None) -> None:
+    def _hold(self, due: float, o: Outgoing, what: Sent) -> None:
         if what.target not in self.held:
             heapq.heappush(self._dues, (due, what.target))
-            self.held[what.target] = (due, o, what, rider)
-        else:  # a newer one replaces it, due as it was
-            self.held[what.target] = (self.held[what.target][0], o, what, rider)
+            self.held[what.target] = (due, o, what)
+        else:
+            self.held[what.target] = (self.held[what.target][0], o, what)  # a newer one replaces it, due as it was
 
     def pace(self, outputs: Outputs, now: float) -> Outputs:
         """The commands to send now, in order: held ones that came due or that another command for the
         same workload overtakes go out too; pending ones sent too soon after the last, or past the
         in-flight bound, are held."""
         if self.interval_s <= 0 and self.max_in_flight is None:
-            return with_riders(outputs)
+            return outputs
         commands: list[Outgoing] = []
-        events = list(outputs.events)
         sent: dict[str, Sent] = {}
         for o in outputs.commands:
             what = outputs.sent[o.msg_id]
-            rider = outputs.riders.get(o.msg_id)
             if what.action == "pending":
                 last = self.last_sent.get(what.target)
                 if last is not None and now < last + self.interval_s:
-                    self._hold(last + self.interval_s, o, what, rider)
+                    self._hold(last + self.interval_s, o, what)
                     continue
                 if self._full():
-                    self._hold(now + max(self.interval_s, _RETRY_FULL_S), o, what, rider)
+                    self._hold(now + max(self.interval_s, _RETRY_FULL_S), o, what)
                     continue
                 self.held.pop(what.target, None)
                 self.last_sent[what.target] = now
                 self.in_flight += 1
             else:
                 held = self.held.pop(what.target, None) if what.action in WORKLOAD_ACTIONS else None
-                if held is not None and not _overtakes(o, what, held[1]):  # keep the workload's order
-                    self._send(held, commands, events, sent, now)
+                if held is not None:  # keep the workload's order: its held condition first
+                    commands.append(held[1])
+                    sent[held[1].msg_id] = held[2]
+                    self.last_sent[what.target] = now
+                    self.in_flight += 1
             commands.append(o)
             sent[o.msg_id] = what
-            if rider is not None:
-                events.append(rider)
         while self.has_due(now):
             if self._full():
                 # Due, but the bound is reached: look again a little later. The held ones stay as
@@ -109,19 +104,13 @@ class PendingPacer:
                 self._retry_at = now + max(self.interval_s, _RETRY_FULL_S)
                 break
             _, key = heapq.heappop(self._dues)
-            self._send(self.held.pop(key), commands, events, sent, now)
+            _, o, what = self.held.pop(key)
+            commands.append(o)
+            sent[o.msg_id] = what
+            self.last_sent[key] = now
+            self.in_flight += 1
         self._prune(now)
-        return Outputs(commands, events, sent, {})
-
-    def _send(self, held: tuple[float, Outgoing, Sent, Outgoing | None], commands: list[Outgoing],
-              events: list[Outgoing], sent: dict[str, Sent], now: float) -> None:
-        _, o, what, rider = held
-        commands.append(o)
-        sent[o.msg_id] = what
-        if rider is not None:
-            events.append(rider)
-        self.last_sent[what.target] = now
-        self.in_flight += 1
+        return Outputs(commands, outputs.events, sent)
 
     def _prune(self, now: float) -> None:
         if now < self._pruned_at + _PRUNE_EVERY_S:
@@ -129,10 +118,3 @@ class PendingPacer:
         self._pruned_at = now
         horizon = now - self.interval_s
         self.last_sent = {k: t for k, t in self.last_sent.items() if t > horizon or k in self.held}
-
-
-def _overtakes(o: Outgoing, what: Sent, held: Outgoing) -> bool:
-    """Does command `o` make the held pending condition moot? The same workload's reservation does
-    (the watcher's own rule: services/watcher/handlers.py `_admit_follows`)."""
-    return (what.action == "reserve" and isinstance(o.message, AdmitWorkload)
-            and isinstance(held.message, SetWorkloadPending) and o.message.uid == held.message.uid)

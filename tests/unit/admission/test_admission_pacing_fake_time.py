@@ -25,7 +25,7 @@ def pending(key: str, n: int) -> Outputs:
     ns, name = key.split("/")
     msg = SetWorkloadPending(id=cid, cluster=C, writer="admission", epoch=4, namespace=ns, name=name, uid="u",
                              reason="Pending", message=str(n))
-    return Outputs([Outgoing(subjects.command_subject(C, "workload", "admission"), msg, cid)], [], {cid: Sent("pending", key)}, {})
+    return Outputs([Outgoing(subjects.command_subject(C, "workload", "admission"), msg, cid)], [], {cid: Sent("pending", key)})
 
 
 class TermLoop:
@@ -46,7 +46,7 @@ class TermLoop:
     async def run(self) -> None:
         while True:
             self.changed.clear()
-            batch = self.inbox.pop(0) if self.inbox else Outputs([], [], {}, {})
+            batch = self.inbox.pop(0) if self.inbox else Outputs([], [], {})
             for o in self.pacer.pace(batch, self.clock.now()).commands:
                 assert isinstance(o.message, SetWorkloadPending), o  # the inbox holds only pending conditions
                 self.sent.append((round(self.clock.now() - self.t0, 3), f"{o.message.name}:{o.message.message}"))

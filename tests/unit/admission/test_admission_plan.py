@@ -14,7 +14,6 @@ from kq.api import kueue as api
 from kq.api.meta import Condition
 from kq.messages import (
     AdmitWorkload,
-    Command,
     CommandOutcome,
     CommandType,
     DeactivateWorkload,
@@ -54,7 +53,6 @@ from services.admission.plan.outputs import (
     command_id,
     plan_outputs,
     weighted_share,
-    with_riders,
 )
 from services.admission.plan.partition import LostLeadership, Partition
 from services.admission.plan.pending_pacer import PendingPacer
@@ -163,7 +161,6 @@ def _one(result: CycleResult, **kw: Any) -> tuple[list[tuple[str, str, Any]], li
     out, errors = plan_outputs([result], cluster=C, epoch=4, now=NOW, round_no=9,
                                admission_of=kw.get("admission_of", lambda key: None),
                                queue_facts=kw.get("queue_facts", {}))
-    out = with_riders(out)  # as sent with nothing held back
     return ([(o.subject, o.msg_id, o.message) for o in out.commands],
             [(o.subject, o.msg_id, o.message) for o in out.events], errors)
 
@@ -404,61 +401,40 @@ def _plan(results: list[CycleResult]) -> Any:
     return out
 
 
-def test_a_pending_condition_superseded_in_the_same_batch_is_not_sent_nor_its_event() -> None:
-    out = with_riders(_plan([CycleResult(cycle=1, pending=(_pending("ns/a", 1, "first"),)),
-                             CycleResult(cycle=2, pending=(_pending("ns/a", 2, "second"),))]))
-    assert [_field(o, "message") for o in out.commands] == ["second"]
-    assert [_field(o, "message") for o in out.events] == ["second"]
+def test_a_pending_condition_superseded_in_the_same_batch_is_not_sent_but_its_event_is() -> None:
+    out = _plan([CycleResult(cycle=1, pending=(_pending("ns/a", 1, "first"),)),
+                 CycleResult(cycle=2, pending=(_pending("ns/a", 2, "second"),))])
+    assert [o.message.message for o in out.commands] == ["second"]
+    assert [o.message.message for o in out.events] == ["first", "second"]
 
 
-def test_reservations_go_before_pending_conditions_of_other_workloads_and_drop_their_own() -> None:
-    out = with_riders(_plan([CycleResult(cycle=1, pending=(_pending("ns/a", 1), _pending("ns/b", 1))),
-                             CycleResult(cycle=2, admissions=(_admit("ns/b", 2), _admit("ns/c", 2)))]))
+def test_reservations_go_before_pending_conditions_of_other_workloads_and_a_workloads_order_is_kept() -> None:
+    out = _plan([CycleResult(cycle=1, pending=(_pending("ns/a", 1), _pending("ns/b", 1))),
+                 CycleResult(cycle=2, admissions=(_admit("ns/b", 2), _admit("ns/c", 2)))])
     assert [f"{out.sent[o.msg_id].action}:{out.sent[o.msg_id].target}" for o in out.commands] == [
-        "reserve:ns/b", "reserve:ns/c", "pending:ns/a"]
-    assert [(type(o.message).__name__, _field(o, "name")) for o in out.events] == [
-        ("WorkloadAdmittedEvent", "b"), ("WorkloadAdmittedEvent", "c"), ("WorkloadPendingEvent", "a")]
-
-
-def _field(o: Outgoing, name: str) -> Any:
-    return msgspec.structs.asdict(o.message)[name]
+        "pending:ns/b", "reserve:ns/b", "reserve:ns/c", "pending:ns/a"]
 
 
 def _batch(*decisions: tuple[Action, str, int]) -> Outputs:
-    """Commands as plan_outputs makes them: (action, workload, n); a pending one with its decision event."""
-    commands, sent, riders = [], {}, {}
+    """Commands as plan_outputs makes them: (action, workload, n)."""
+    commands, sent = [], {}
     for action, key, n in decisions:
         cid = command_id(action, 4, C, key, f"{action}:{n}")
         ns, name = key.split("/")
-        msg: Command
-        if action == "reserve":
-            msg = AdmitWorkload(id=cid, cluster=C, writer="admission", epoch=4, namespace=ns, name=name, uid="u",
-                                admission=API_ADMISSION, message=str(n))
-        elif action == "evict":
-            msg = EvictWorkload(id=cid, cluster=C, writer="admission", epoch=4, namespace=ns, name=name, uid="u",
-                                reason="Preempted", message=str(n))
-        else:
-            msg = SetWorkloadPending(id=cid, cluster=C, writer="admission", epoch=4, namespace=ns, name=name,
-                                     uid="u", reason="Pending", message=str(n))
-            ev = WorkloadPendingEvent(id=f"pending:{n}", cluster=C, namespace=ns, name=name, at=AT, message=str(n),
-                                      reason="WaitingForQuota")
-            riders[cid] = Outgoing(subjects.event_subject(C, "workload", ns, name), ev, f"evt|{cid}")
+        msg = SetWorkloadPending(id=cid, cluster=C, writer="admission", epoch=4, namespace=ns, name=name, uid="u",
+                                 reason="Pending", message=str(n))
         commands.append(Outgoing(WL_SUBJECT, msg, cid))
         sent[cid] = Sent(action, key)
-    return Outputs(commands, [], sent, riders)
+    return Outputs(commands, [], sent)
 
 
 def _ids(out: Outputs) -> list[str]:
-    """The commands sent, and a pending condition's decision event with each (only then)."""
-    assert set(out.sent) == {o.msg_id for o in out.commands} and out.riders == {}
-    pending = [o for o in out.commands if isinstance(o.message, SetWorkloadPending)]
-    assert [(_field(o, "name"), _field(o, "message")) for o in out.events] == [
-        (_field(o, "name"), _field(o, "message")) for o in pending]
-    return [f"{out.sent[o.msg_id].action}:{out.sent[o.msg_id].target}:{_text(o)}" for o in out.commands]
+    assert set(out.sent) == {o.msg_id for o in out.commands}
+    return [f"{out.sent[o.msg_id].action}:{out.sent[o.msg_id].target}:{_pending_text(o)}" for o in out.commands]
 
 
-def _text(o: Outgoing) -> str:
-    assert isinstance(o.message, (SetWorkloadPending, AdmitWorkload, EvictWorkload)), o
+def _pending_text(o: Outgoing) -> str:
+    assert isinstance(o.message, SetWorkloadPending), o  # _batch sends only pending conditions
     return o.message.message
 
 
@@ -476,18 +452,9 @@ def test_a_held_pending_condition_goes_out_before_another_command_for_the_worklo
     pacer = PendingPacer(0.25)
     pacer.pace(_batch(("pending", "ns/a", 1)), NOW)
     assert _ids(pacer.pace(_batch(("pending", "ns/a", 2)), NOW + 0.1)) == []
-    assert _ids(pacer.pace(_batch(("reserve", "ns/b", 1), ("evict", "ns/a", 3)), NOW + 0.1)) == [
-        "reserve:ns/b:1", "pending:ns/a:2", "evict:ns/a:3"]
-    assert pacer.next_due() is None
-
-
-def test_the_workloads_reservation_drops_its_held_pending_condition_and_event() -> None:
-    pacer = PendingPacer(0.25)
-    pacer.pace(_batch(("pending", "ns/a", 1)), NOW)
-    assert _ids(pacer.pace(_batch(("pending", "ns/a", 2)), NOW + 0.1)) == []
     assert _ids(pacer.pace(_batch(("reserve", "ns/b", 1), ("reserve", "ns/a", 3)), NOW + 0.1)) == [
-        "reserve:ns/b:1", "reserve:ns/a:3"]  # the watcher would not write "a:2" (QuotaReserved=True over it)
-    assert pacer.next_due() is None and pacer.in_flight == 1
+        "reserve:ns/b:1", "pending:ns/a:2", "reserve:ns/a:3"]
+    assert pacer.next_due() is None
 
 
 def test_pending_conditions_past_the_in_flight_bound_wait_for_outcomes() -> None:
@@ -506,8 +473,7 @@ def test_pending_conditions_past_the_in_flight_bound_wait_for_outcomes() -> None
 def test_without_an_interval_nothing_is_held() -> None:
     pacer = PendingPacer(0.0)
     batch = _batch(("pending", "ns/a", 1), ("pending", "ns/a", 2))
-    assert pacer.pace(batch, NOW) == with_riders(batch)
-    assert _ids(pacer.pace(batch, NOW)) == ["pending:ns/a:1", "pending:ns/a:2"]
+    assert pacer.pace(batch, NOW) == batch
 
 
 def test_queue_statuses_are_reported_at_most_once_per_interval_and_when_due() -> None:
