@@ -1,13 +1,5 @@
 # Two commands on a fresh machine: `make demo` and `make test`.
-# The interpreter: the first python3.11 whose executable has libpython built in (Debian's
-# /usr/bin/python3.11) before one that loads libpython3.11.so (pyenv's build on kq's machines):
-# kq's processes spent 8-13 % less CPU on the former (docs/performance.md, session 13).
-# `make venv PY=...` chooses; an existing .venv is kept.
-ifndef PY
-PY := $(shell for p in $$(which -a python3.11 2>/dev/null) /usr/bin/python3.11; do \
-	e=$$("$$p" -c 'import sys; print(sys.executable)' 2>/dev/null) || continue; \
-	ldd "$$e" 2>/dev/null | grep -q libpython || { echo "$$p"; exit 0; }; done; echo python3.11)
-endif
+PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
