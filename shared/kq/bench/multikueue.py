@@ -220,6 +220,7 @@ async def _drive(manager: KubeClient, plan: BenchPlan, multikueue: bool, timeout
         await creator
         wall = time.monotonic() - t0
         unrecorded = await _records_landed(done, RECORD_GRACE_S) if multikueue else ()
+        unrecorded = (*[await _described(manager, key) for key in unrecorded[:3]], *unrecorded[3:])
     finally:
         follower.cancel()
         if not creator.done():
@@ -227,6 +228,21 @@ async def _drive(manager: KubeClient, plan: BenchPlan, multikueue: bool, timeout
         await asyncio.gather(creator, follower, return_exceptions=True)
     return PassResult(label=label, jobs=total, finished=finished, failed=failed, wall_s=wall, timed_out=False,
                       unrecorded=unrecorded)
+
+
+async def _described(manager: KubeClient, key: str) -> str:
+    """`namespace/name` with what its conditions and admission checks say, to tell why it is unrecorded."""
+    ns, name = key.split("/", 1)
+    try:
+        raw = await manager.get("workload", ns, name)
+    except KubeError:
+        raw = None
+    if raw is None:
+        return key
+    st = msgspec.json.decode(raw).get("status", {})
+    conds = " ".join(f"{c['type']}={c['status']}/{c.get('reason', '')}" for c in st.get("conditions", ()))
+    checks = " ".join(f"{c['name']}={c['state']}" for c in st.get("admissionChecks", ()))
+    return f"{key} ({conds}; checks {checks})"
 
 
 async def _records_landed(done: dict[str, _Seen], grace_s: float) -> tuple[str, ...]:
