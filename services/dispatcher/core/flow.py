@@ -73,15 +73,6 @@ def _job_status_wanted(local_job: RemoteJob, remote_job: RemoteJob) -> Any | Non
     return remote_job.status
 
 
-def _ran_unrecorded(inp: Inputs, copies: dict[str, Workload]) -> str | None:
-    """The worker whose copy finished with our job there, for a finished manager Workload that does not
-    record where it ran (None when it does, or no copy finished)."""
-    if inp.local.status.cluster_name:
-        return None
-    ran = sorted(c for c, wl in copies.items() if _true(wl, k.WORKLOAD_FINISHED) and c in inp.remote_jobs)
-    return ran[0] if ran else None
-
-
 def _no_adapter(inp: Inputs, s: Settings) -> str | None:
     """Kueue rejects what it cannot run remotely: no owner, an owner kind without a MultiKueue
     adapter (core/kinds.py), or a job not managed by MultiKueue."""
@@ -112,10 +103,6 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
         stopped: tuple[ManagerIntent, ...] = ()
         if not finished and inp.local_job is not None and (st := _job_stopped_status(inp.local_job)) is not None:
             stopped = (SyncJob(status=st),)
-        elif finished and (ran_on := _ran_unrecorded(inp, copies)) is not None:
-            # Finished from its job's status while an eviction had its check refused: say where it ran.
-            stopped = (SetCheck(state=k.CHECK_READY, message=f'The workload was admitted on "{ran_on}"',
-                                cluster_name=ran_on),)
         return Plan(delete=tuple(sorted(copies)) + stale, manager=stopped, reset_round=True, why="no copies wanted")
     cs = check_state(local, inp.check)
     if cs is None or cs[0] == k.CHECK_REJECTED:

@@ -81,12 +81,23 @@ class _Wl(msgspec.Struct, frozen=True):
     def finished_reason(self) -> str | None:
         return next((c.reason for c in self.status.conditions if c.type == "Finished" and c.status == "True"), None)
 
+    def seen(self) -> _Seen:
+        evicted = any(c.type == "Evicted" and c.status == "True" for c in self.status.conditions)
+        return _Seen(self.finished_reason, self.status.cluster_name, evicted)
+
 
 class _Seen(msgspec.Struct, frozen=True):
-    """A manager Workload as the pass follows it: its Finished reason (None: not finished) and the
-    worker it records as where it ran (status.clusterName; "" on a single cluster)."""
+    """A manager Workload as the pass follows it: its Finished reason (None: not finished), the
+    worker it records as where it ran (status.clusterName; "" on a single cluster), and whether an
+    eviction was under way (which clears clusterName, as Kueue's evict.go does) as it finished."""
     reason: str | None
     cluster: str
+    evicted: bool = False
+
+    @property
+    def unrecorded(self) -> bool:
+        """Finished without saying where it ran, and not because an eviction cleared it."""
+        return self.reason is not None and not self.cluster and not self.evicted
 
 
 async def _follow_finished(manager: KubeClient, done: dict[str, _Seen]) -> None:
@@ -100,14 +111,14 @@ async def _follow_finished(manager: KubeClient, done: dict[str, _Seen]) -> None:
                 done.clear()
                 for raw in raws:
                     wl = msgspec.json.decode(raw, type=_Wl)
-                    done[wl.key] = _Seen(wl.finished_reason, wl.status.cluster_name)
+                    done[wl.key] = wl.seen()
             async for ev in manager.watch("workload", rv, timeout_s=60):
                 wl = msgspec.json.decode(ev.raw, type=_Wl)
                 rv = wl.metadata.resource_version or rv
                 if ev.type == "DELETED":
                     done.pop(wl.key, None)
                 elif ev.type != "BOOKMARK":
-                    done[wl.key] = _Seen(wl.finished_reason, wl.status.cluster_name)
+                    done[wl.key] = wl.seen()
         except Gone:
             rv = ""
         except KubeError:
@@ -252,7 +263,7 @@ async def _records_landed(done: dict[str, _Seen], grace_s: float) -> tuple[str, 
     it ran."""
     end = time.monotonic() + grace_s
     while True:
-        left = tuple(sorted(key for key, seen in done.items() if seen.reason is not None and not seen.cluster))
+        left = tuple(sorted(key for key, seen in done.items() if seen.unrecorded))
         if not left or time.monotonic() >= end:
             return left
         await asyncio.sleep(0.25)
@@ -351,7 +362,8 @@ def render(single: PassResult, mk: PassResult, ledger: JobLedger, workers: int, 
         f" (checked by watching the Jobs of all {workers} workers)",
         f"jobs created on a worker: {len(ledger.created)} of {mk.jobs}; created again after the manager evicted "
         f"them (preemption, as in a single cluster): {len(twice)}",
-        f"manager workloads finished without the worker they ran on (status.clusterName): {len(mk.unrecorded)}"
+        f"manager workloads finished without the worker they ran on (status.clusterName; an eviction under way"
+        f" clears it, as in Kueue): {len(mk.unrecorded)}"
         + (f", e.g. {', '.join(mk.unrecorded[:3])}" if mk.unrecorded else ""),
     ]
     return "\n".join(lines)

@@ -138,20 +138,6 @@ def test_finished_or_evicted_manager_workload_removes_every_copy() -> None:
         assert plan.delete == ("w1", "w2") and plan.create == () and plan.create_job is None
 
 
-def test_finished_manager_workload_that_does_not_say_where_it_ran_records_the_finished_copy() -> None:
-    """Its job's status finished it while its check was refused (an eviction under way): the copies go,
-    and the worker whose copy finished with our job there is recorded as where it ran."""
-    ok = cond(k.WORKLOAD_FINISHED, reason="Succeeded", message="done")
-    fin = local(conds=(cond(k.WORKLOAD_FINISHED, reason="Succeeded"),))
-    remotes = {"w1": copy(admitted_at=T), "w2": copy(admitted_at=T, finished=ok)}
-    plan = reconcile(inputs(fin, remotes=remotes, jobs={"w2": job()}), SETTINGS)
-    assert plan.delete == ("w1", "w2")
-    assert plan.manager == (SetCheck(state="Ready", message='The workload was admitted on "w2"', cluster_name="w2"),)
-    recorded = local(cluster="w2", conds=(cond(k.WORKLOAD_FINISHED, reason="Succeeded"),))
-    assert reconcile(inputs(recorded, remotes=remotes, jobs={"w2": job()}), SETTINGS).manager == ()
-    assert reconcile(inputs(fin, remotes=remotes), SETTINGS).manager == ()  # no job there: not where it ran
-
-
 def test_evicted_manager_job_loses_its_synced_active_pods() -> None:
     wl = local(conds=(cond(k.WORKLOAD_EVICTED, reason="Preempted"),))
     plan = reconcile(inputs(wl, local_job=job(suspend=True, status=JobStatus(active=1, ready=1))), SETTINGS)
