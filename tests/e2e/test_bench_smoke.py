@@ -66,6 +66,7 @@ def test_multikueue_bench_checks_no_job_in_two_workers(tmp_path: Path, dispatche
     assert "single cluster               50/50 jobs finished" in proc.stdout, said
     assert "multikueue (2 workers)       50/50 jobs finished" in proc.stdout, said
     assert "job in two workers: never" in proc.stdout, said
+    assert "clears it, as in Kueue): 0" in proc.stdout, said
     assert "% of single-cluster" in proc.stdout, said
     if dispatcher == "external":
         assert "dispatcher example.com/spread" in proc.stdout and " spread " in proc.stdout, said

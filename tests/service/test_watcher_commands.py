@@ -13,7 +13,15 @@ from kq.api import constants as k
 from kq.api.kueue import Admission, ClusterQueueStatus, PodSetAssignment, Workload
 from kq.api.meta import find_condition
 from kq.kube import KubeClient
-from kq.messages import AdmitWorkload, EvictWorkload, Fence, FinishWorkload, SetClusterQueueStatus, SetWorkloadPending
+from kq.messages import (
+    AdmitWorkload,
+    EvictWorkload,
+    Fence,
+    FinishWorkload,
+    SetAdmissionCheckState,
+    SetClusterQueueStatus,
+    SetWorkloadPending,
+)
 from kq.runtime import Bus
 from kubesim.server import KubeSim
 from services.watcher.core import workload_status as ws
@@ -230,3 +238,38 @@ async def test_an_applied_finish_is_reported_applied(bus: Bus, sim: KubeSim, kub
         await send(bus, finish("f2"))
         again = await outcome(outcomes, "f2")
         assert (again.applied, again.reason) == (True, "AlreadyFinished")
+
+
+async def test_a_finished_workload_still_takes_the_record_of_where_it_ran(
+        bus: Bus, sim: KubeSim, kube: KubeClient, world: Workload, tmp_path: Path) -> None:
+    """The MultiKueue winner's check can reach the manager after the manager's own integration finished
+    the Workload (its job ran on the worker and its status came back first): status.clusterName and
+    the check are still written, the Workload stays finished, and nothing else gets through."""
+    uid = world.metadata.uid
+    await kube.patch("workload", "demo", "w1", {"status": {"admissionChecks": [
+        {"name": "mk", "state": "Pending", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
+        patch_type="merge", subresource="status")
+
+    def check(id: str, state: str, cluster: str | None) -> SetAdmissionCheckState:
+        return SetAdmissionCheckState(id=id, cluster=C, writer="dispatcher", namespace="demo", name="w1", uid=uid,
+                                      check="mk", state=state, message=f'The workload was admitted on "{cluster}"',
+                                      cluster_name=cluster)
+
+    async with Outcomes(bus, "dispatcher", C) as outcomes, running_watcher(bus, sim, tmp_path, [C]):
+        await send(bus, FinishWorkload(id="f1", cluster=C, writer="dispatcher", namespace="demo", name="w1", uid=uid,
+                                       reason="Succeeded", message="done on the worker"))
+        assert (await outcome(outcomes, "f1")).applied
+        await send(bus, check("c1", "Ready", "worker-1"))
+        out = await outcome(outcomes, "c1")
+        assert (out.applied, out.reason) == (True, "")
+        wl = await read_typed(kube, "workload", "demo", "w1")
+        assert ws.is_finished(wl) and wl.status.cluster_name == "worker-1"
+        assert [(c.name, c.state) for c in wl.status.admission_checks] == [("mk", "Ready")]
+        assert not ws.is_admitted(wl) and out.resource_version == wl.metadata.resource_version
+        for id, state, cluster, reason in (("c2", "Ready", "worker-2", "ClusterNameImmutable"),
+                                           ("c3", "Retry", None, "Finished")):
+            await send(bus, check(id, state, cluster))
+            refused = await outcome(outcomes, id)
+            assert (refused.applied, refused.reason) == (False, reason)
+        after = await read_typed(kube, "workload", "demo", "w1")
+        assert after.metadata.resource_version == wl.metadata.resource_version

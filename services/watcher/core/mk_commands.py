@@ -112,6 +112,8 @@ def plan_mk(cmd: MkCommand, current: Any, now: str) -> Plan:
         # A Finish finds what it wants (also just after its own write, which the watcher plans again).
         if isinstance(cmd, FinishWorkload):
             return Skip(reason=ALREADY_FINISHED)
+        if isinstance(cmd, SetAdmissionCheckState) and cmd.cluster_name and cmd.state == k.CHECK_READY:
+            return _record_where_it_ran(cmd, current, now)
         return Refusal(reason=FINISHED, message="workload is finished")
     match cmd:
         case SetAdmissionCheckState():
@@ -160,6 +162,33 @@ def _check_state(cmd: SetAdmissionCheckState, wl: Workload, now: str) -> Plan:
     return patch_write("workload", wl, new, status=True, why=f"admission check {cmd.check}: {cmd.state}") or Skip(
         reason="Unchanged"
     )
+
+
+def _record_where_it_ran(cmd: SetAdmissionCheckState, wl: Workload, now: str) -> Plan:
+    """The winner's check, Ready with status.clusterName, reaching a Workload that already finished.
+    Under load the dispatcher's check waits in KQ_CMD while the job runs on its worker, its status
+    comes back, and the manager's own integration finishes the Workload: refused, the Workload never
+    said where it ran (57 % of them in a 2,160-job run on 20 workers). Kueue writes the check in the
+    reconcile that creates the remote job, so there it is always first. Only the record is written:
+    the check and clusterName, set once; nothing that admits (Admitted stays as it was)."""
+    status = wl.status
+    if status.cluster_name:
+        if status.cluster_name != cmd.cluster_name:
+            return Refusal(reason=CLUSTER_NAME_IMMUTABLE,
+                           message=f"clusterName is {status.cluster_name}, not {cmd.cluster_name}")
+        return Skip(reason=ALREADY_FINISHED)
+    checks = status.admission_checks
+    idx = next((i for i, c in enumerate(checks) if c.name == cmd.check), None)
+    if idx is None:
+        return Refusal(reason=NO_SUCH_CHECK, message=f"workload has no admission check {cmd.check}")
+    cur = checks[idx]
+    ltt = cur.last_transition_time if cur.state == cmd.state and cur.last_transition_time else now
+    entry = AdmissionCheckState(name=cmd.check, state=cmd.state, message=ws._truncate(cmd.message),
+                                last_transition_time=ltt, pod_set_updates=cur.pod_set_updates)
+    new = replace(wl, status=replace(status, admission_checks=(*checks[:idx], entry, *checks[idx + 1:]),
+                                     cluster_name=cmd.cluster_name, nominated_cluster_names=()))
+    return (patch_write("workload", wl, new, status=True, why=f"finished on {cmd.cluster_name}: where it ran")
+            or Skip(reason=ALREADY_FINISHED))
 
 
 def _delete(cmd: DeleteWorkload, wl: Any) -> Plan:

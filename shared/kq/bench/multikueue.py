@@ -45,6 +45,9 @@ KUBESIM_ARGS = ("--bookmark-interval", "10s")
 # and the example dispatcher gives them (its CPU is reported as "spread").
 SPREAD_DISPATCHER = "example.com/spread"
 SPREAD = Path(__file__).resolve().parents[3] / "examples" / "dispatchers" / "spread.py"
+# How long after the last finish the pass waits for the winners' checks still on their way
+# (status.clusterName) before counting the finished Workloads that do not say where they ran.
+RECORD_GRACE_S = 30.0
 
 
 class _Cond(msgspec.Struct, frozen=True):
@@ -53,8 +56,9 @@ class _Cond(msgspec.Struct, frozen=True):
     reason: str = ""
 
 
-class _St(msgspec.Struct, frozen=True):
+class _St(msgspec.Struct, frozen=True, rename="camel"):
     conditions: tuple[_Cond, ...] = ()
+    cluster_name: str = ""
 
 
 class _Meta(msgspec.Struct, frozen=True, rename="camel"):
@@ -77,9 +81,27 @@ class _Wl(msgspec.Struct, frozen=True):
     def finished_reason(self) -> str | None:
         return next((c.reason for c in self.status.conditions if c.type == "Finished" and c.status == "True"), None)
 
+    def seen(self) -> _Seen:
+        evicted = any(c.type == "Evicted" and c.status == "True" for c in self.status.conditions)
+        return _Seen(self.finished_reason, self.status.cluster_name, evicted)
 
-async def _follow_finished(manager: KubeClient, done: dict[str, str | None]) -> None:
-    """Keep `done` (Workload namespace/name -> Finished reason) current from a watch: polling a list of every
+
+class _Seen(msgspec.Struct, frozen=True):
+    """A manager Workload as the pass follows it: its Finished reason (None: not finished), the
+    worker it records as where it ran (status.clusterName; "" on a single cluster), and whether an
+    eviction was under way (which clears clusterName, as Kueue's evict.go does) as it finished."""
+    reason: str | None
+    cluster: str
+    evicted: bool = False
+
+    @property
+    def unrecorded(self) -> bool:
+        """Finished without saying where it ran, and not because an eviction cleared it."""
+        return self.reason is not None and not self.cluster and not self.evicted
+
+
+async def _follow_finished(manager: KubeClient, done: dict[str, _Seen]) -> None:
+    """Keep `done` (Workload namespace/name -> what it shows) current from a watch: polling a list of every
     Workload several times a second cost the API server more than some of what is measured."""
     rv = ""
     while True:
@@ -89,14 +111,14 @@ async def _follow_finished(manager: KubeClient, done: dict[str, str | None]) -> 
                 done.clear()
                 for raw in raws:
                     wl = msgspec.json.decode(raw, type=_Wl)
-                    done[wl.key] = wl.finished_reason
+                    done[wl.key] = wl.seen()
             async for ev in manager.watch("workload", rv, timeout_s=60):
                 wl = msgspec.json.decode(ev.raw, type=_Wl)
                 rv = wl.metadata.resource_version or rv
                 if ev.type == "DELETED":
                     done.pop(wl.key, None)
                 elif ev.type != "BOOKMARK":
-                    done[wl.key] = wl.finished_reason
+                    done[wl.key] = wl.seen()
         except Gone:
             rv = ""
         except KubeError:
@@ -110,6 +132,7 @@ class PassResult(msgspec.Struct, frozen=True, kw_only=True):
     failed: int
     wall_s: float
     timed_out: bool
+    unrecorded: tuple[str, ...] = ()  # finished manager Workloads that do not say where they ran (no clusterName)
     cpu_ms: dict[str, int] = {}  # CPU used during the pass, per service (instances summed)
 
     @property
@@ -188,13 +211,13 @@ async def _drive(manager: KubeClient, plan: BenchPlan, multikueue: bool, timeout
             await manager.create("Job", w.namespace, job_body(w, multikueue))
 
     creator = asyncio.gather(*(one(w) for w in plan.workloads))
-    done: dict[str, str | None] = {}  # manager Workload (namespace/name) -> its Finished reason (None: not finished)
+    done: dict[str, _Seen] = {}  # manager Workload (namespace/name) -> its Finished reason and cluster
     follower = asyncio.create_task(_follow_finished(manager, done))
     finished = failed = 0
     last_say = 0.0
     try:
         while True:
-            reasons = [r for r in done.values() if r is not None]
+            reasons = [seen.reason for seen in done.values() if seen.reason is not None]
             finished, failed = len(reasons), sum(r != "Succeeded" for r in reasons)
             now = time.monotonic() - t0
             if finished >= total:
@@ -206,13 +229,44 @@ async def _drive(manager: KubeClient, plan: BenchPlan, multikueue: bool, timeout
                 last_say = now
             await asyncio.sleep(0.25)
         await creator
+        wall = time.monotonic() - t0
+        unrecorded = await _records_landed(done, RECORD_GRACE_S) if multikueue else ()
+        unrecorded = (*[await _described(manager, key) for key in unrecorded[:3]], *unrecorded[3:])
     finally:
         follower.cancel()
         if not creator.done():
             creator.cancel()
         await asyncio.gather(creator, follower, return_exceptions=True)
-    return PassResult(label=label, jobs=total, finished=finished, failed=failed, wall_s=time.monotonic() - t0,
-                      timed_out=False)
+    return PassResult(label=label, jobs=total, finished=finished, failed=failed, wall_s=wall, timed_out=False,
+                      unrecorded=unrecorded)
+
+
+async def _described(manager: KubeClient, key: str) -> str:
+    """`namespace/name` with what its conditions and admission checks say, to tell why it is unrecorded."""
+    ns, name = key.split("/", 1)
+    try:
+        raw = await manager.get("workload", ns, name)
+    except KubeError:
+        raw = None
+    if raw is None:
+        return key
+    st = msgspec.json.decode(raw).get("status", {})
+    conds = " ".join(f"{c['type']}={c['status']}/{c.get('reason', '')}" for c in st.get("conditions", ()))
+    checks = " ".join(f"{c['name']}={c['state']}" for c in st.get("admissionChecks", ()))
+    return f"{key} ({conds}; checks {checks})"
+
+
+async def _records_landed(done: dict[str, _Seen], grace_s: float) -> tuple[str, ...]:
+    """Finished manager Workloads still without status.clusterName once `grace_s` has passed (or none
+    left): the winner's check can land a moment after the finish (the job ran and its status came back
+    first), and then it is still written; one that never lands is a Workload that does not say where
+    it ran."""
+    end = time.monotonic() + grace_s
+    while True:
+        left = tuple(sorted(key for key, seen in done.items() if seen.unrecorded))
+        if not left or time.monotonic() >= end:
+            return left
+        await asyncio.sleep(0.25)
 
 
 async def single_pass(plan: BenchPlan, workdir: Path, timeout_s: float, say: Say) -> PassResult:
@@ -308,6 +362,9 @@ def render(single: PassResult, mk: PassResult, ledger: JobLedger, workers: int, 
         f" (checked by watching the Jobs of all {workers} workers)",
         f"jobs created on a worker: {len(ledger.created)} of {mk.jobs}; created again after the manager evicted "
         f"them (preemption, as in a single cluster): {len(twice)}",
+        f"manager workloads finished without the worker they ran on (status.clusterName; an eviction under way"
+        f" clears it, as in Kueue): {len(mk.unrecorded)}"
+        + (f", e.g. {', '.join(mk.unrecorded[:3])}" if mk.unrecorded else ""),
     ]
     return "\n".join(lines)
 
@@ -319,5 +376,6 @@ async def run_multikueue_bench(plan: BenchPlan, workers: int, *, workdir: Path |
         single = await single_pass(plan, wd, timeout_s, say)
         say(f"multikueue pass: manager + {workers} workers")
         mk, ledger = await multikueue_pass(plan, workers, wd, timeout_s, dispatcher, say)
-    ok = not single.timed_out and not mk.timed_out and not ledger.overlaps and mk.finished == mk.jobs
+    ok = (not single.timed_out and not mk.timed_out and not ledger.overlaps and mk.finished == mk.jobs
+          and not mk.unrecorded)
     return render(single, mk, ledger, workers, dispatcher), ok

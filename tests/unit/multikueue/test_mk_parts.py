@@ -201,3 +201,26 @@ def test_a_finish_of_a_finished_workload_is_done_not_refused() -> None:
     # Other commands on a finished Workload are still refused.
     other = plan_mk(SetNominatedClusters(**_W, clusters=("w1",)), fin, "T")
     assert isinstance(other, Refusal) and other.reason == "Finished"
+
+
+def test_a_finished_workload_still_takes_the_record_of_where_it_ran() -> None:
+    """The winner's check can reach the manager after the Workload finished (its job ran and its status
+    came back first, under load): clusterName and the check are still written, set once, and nothing
+    else is (no Admitted); any other check change on a finished Workload is refused."""
+    fin = local(conds=(cond(k.WORKLOAD_FINISHED, reason="Succeeded"),))
+    ready = SetAdmissionCheckState(**_W, check="mk", state="Ready", message='admitted on "w1"', cluster_name="w1")
+    plan = plan_mk(ready, fin, "T")
+    assert isinstance(plan, Write)
+    status = msgspec.json.decode(plan.patch)["status"]
+    assert status["clusterName"] == "w1"
+    assert [(c["name"], c["state"]) for c in status["admissionChecks"]] == [("mk", "Ready")]
+    assert all(c["type"] != k.WORKLOAD_ADMITTED for c in status.get("conditions", ()))
+    done = replace(fin, status=replace(fin.status, cluster_name="w1"))
+    assert plan_mk(ready, done, "T") == Skip(reason="AlreadyFinished")
+    elsewhere = plan_mk(replace(ready, cluster_name="w2"), done, "T")
+    assert isinstance(elsewhere, Refusal) and elsewhere.reason == "ClusterNameImmutable"
+    for refused in (replace(ready, cluster_name=None), replace(ready, state="Retry")):
+        plan = plan_mk(refused, fin, "T")
+        assert isinstance(plan, Refusal) and plan.reason == "Finished"
+    missing = plan_mk(replace(ready, check="nope"), fin, "T")
+    assert isinstance(missing, Refusal) and missing.reason == "NoSuchAdmissionCheck"
