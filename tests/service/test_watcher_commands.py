@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from support.kubesim_fixtures import SimControl, SimSpec
@@ -250,7 +251,7 @@ async def test_a_finished_workload_still_takes_the_record_of_where_it_ran(
         {"name": "mk", "state": "Pending", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
         patch_type="merge", subresource="status")
 
-    def check(id: str, state: str, cluster: str | None) -> SetAdmissionCheckState:
+    def check(id: str, state: Literal["Ready", "Retry"], cluster: str | None) -> SetAdmissionCheckState:
         return SetAdmissionCheckState(id=id, cluster=C, writer="dispatcher", namespace="demo", name="w1", uid=uid,
                                       check="mk", state=state, message=f'The workload was admitted on "{cluster}"',
                                       cluster_name=cluster)
@@ -266,9 +267,9 @@ async def test_a_finished_workload_still_takes_the_record_of_where_it_ran(
         assert ws.is_finished(wl) and wl.status.cluster_name == "worker-1"
         assert [(c.name, c.state) for c in wl.status.admission_checks] == [("mk", "Ready")]
         assert not ws.is_admitted(wl) and out.resource_version == wl.metadata.resource_version
-        for id, state, cluster, reason in (("c2", "Ready", "worker-2", "ClusterNameImmutable"),
-                                           ("c3", "Retry", None, "Finished")):
-            await send(bus, check(id, state, cluster))
+        await send(bus, check("c2", "Ready", "worker-2"))
+        await send(bus, check("c3", "Retry", None))
+        for id, reason in (("c2", "ClusterNameImmutable"), ("c3", "Finished")):
             refused = await outcome(outcomes, id)
             assert (refused.applied, refused.reason) == (False, reason)
         after = await read_typed(kube, "workload", "demo", "w1")
