@@ -433,7 +433,11 @@ class Term:
         if self.external is not None:
             await self.external.observe(wl, check, plan.awaiting_nomination,
                                         [c for c in self.remotes if self.remotes[c].available])
-        intents = self._not_sent_yet(wl, check, plan.manager, job_rec)
+        intents, held_for = self._not_sent_yet(wl, check, plan.manager, job_rec)
+        if held_for is not None:
+            # Decided again once the repeat may go: nothing else may come to bring this workload back
+            # (a command refused or lost, or undone by a later write, on an otherwise idle stack).
+            self.wakeups.wake_in((ns, name), held_for)
         cmds = [self._command(wl, rec, check, intent, job_rec) for intent in intents]
         await self._send([c for c in cmds if c is not None])
         if plan.delete or plan.create or plan.create_job or intents:
@@ -441,16 +445,18 @@ class Term:
                           job=plan.create_job, manager=[type(i).__name__ for i in intents])
 
     def _not_sent_yet(self, wl: Workload, check: str, intents: tuple[ManagerIntent, ...],
-                      job_rec: ObjectRecord | None) -> list[ManagerIntent]:
-        """The intents not already sent against the manager objects as they look now (RESEND_AFTER_S)."""
+                      job_rec: ObjectRecord | None) -> tuple[list[ManagerIntent], float | None]:
+        """The intents not already sent against the manager objects as they look now (RESEND_AFTER_S),
+        and, when some were held back as repeats, in how long the first of them may go again."""
         if not intents:
-            return []
+            return [], None
         now = time.monotonic()
         if len(self.sent) > 4096:
             self.sent = {key: at for key, at in self.sent.items() if now - at < RESEND_AFTER_S}
         st = wl.status
         conds = [c for c in st.conditions if c.type in _MEMO_CONDITIONS]
         out = []
+        held_for: float | None = None
         for intent in intents:
             # What the intent is about, as the manager shows it now: for a status sync the manager
             # Job's status (its integration unsuspending it is no reason to send the same status
@@ -470,10 +476,12 @@ class Term:
             key = f"{wl.metadata.uid}:{seen}:{_digest(intent)}"
             at = self.sent.get(key)
             if at is not None and now - at < RESEND_AFTER_S:
+                left = RESEND_AFTER_S - (now - at)
+                held_for = left if held_for is None else min(held_for, left)
                 continue
             self.sent[key] = now
             out.append(intent)
-        return out
+        return out, held_for
 
     def _command(self, wl: Workload, rec: ObjectRecord, check: str, intent: ManagerIntent,
                  job_rec: ObjectRecord | None) -> Command | None:

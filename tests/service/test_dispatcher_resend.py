@@ -39,19 +39,20 @@ def test_an_intent_waiting_in_the_watchers_backlog_is_not_sent_again(clock: _Clo
     t, wl = memo(), local(state="Ready", cluster="w1")
     finish = Finish(reason="Succeeded", message="done")
     ready = SetCheck(state="Ready", message='The workload was admitted on "w1"', cluster_name="w1")
-    assert t._not_sent_yet(wl, "mk", (finish, ready), None) == [finish, ready]
+    assert t._not_sent_yet(wl, "mk", (finish, ready), None) == ([finish, ready], None)
     for later in (2.0, 5.0, 9.0):  # reconciles while the watcher has not got to them yet
         clock.now = 1000.0 + later
-        assert t._not_sent_yet(wl, "mk", (finish, ready), None) == []
+        # held back, and decided again when the repeat may go (nothing else may bring it back)
+        assert t._not_sent_yet(wl, "mk", (finish, ready), None) == ([], term_module.RESEND_AFTER_S - later)
     clock.now = 1000.0 + term_module.RESEND_AFTER_S + 0.5  # lost or refused: sent again
-    assert t._not_sent_yet(wl, "mk", (finish, ready), None) == [finish, ready]
+    assert t._not_sent_yet(wl, "mk", (finish, ready), None) == ([finish, ready], None)
 
 
 def test_an_intent_is_sent_again_at_once_when_the_workload_moved(clock: _Clock) -> None:
     t, wl = memo(), local(state="Ready", cluster="w1")
     finish = Finish(reason="Succeeded", message="done")
-    assert t._not_sent_yet(wl, "mk", (finish,), None) == [finish]
+    assert t._not_sent_yet(wl, "mk", (finish,), None) == ([finish], None)
     evicted = replace(wl, status=replace(wl.status, conditions=(
         *wl.status.conditions, cond(k.WORKLOAD_EVICTED, reason="Preempted"))))
     clock.now += 1.0
-    assert t._not_sent_yet(evicted, "mk", (finish,), None) == [finish]
+    assert t._not_sent_yet(evicted, "mk", (finish,), None) == ([finish], None)
