@@ -157,6 +157,8 @@ async def test_up_apply_get_down(tmp_path: Path) -> None:
         other = await kq("get", "cq", "--cluster", "worker-1", cwd=tmp_path)
         assert (other.code, other.out) == (0, ""), other  # applied to the manager only
         assert "No resources found" in other.err
+        empty = await kq("get", "cq", "--cluster", "worker-1", "-o", "json", cwd=tmp_path)
+        assert empty.code == 0 and json.loads(empty.out)["items"] == [] and not empty.err, empty  # as kubectl: a List
     finally:
         down = await kq("down", cwd=tmp_path, timeout=60)
         if (state_dir / "stack.json").exists():  # the command failed: never leave processes behind

@@ -92,7 +92,7 @@ class _Seen(msgspec.Struct, frozen=True):
     eviction was under way (which clears clusterName, as Kueue's evict.go does) as it finished."""
     reason: str | None
     cluster: str
-    evicted: bool = False
+    evicted: bool
 
     @property
     def unrecorded(self) -> bool:
@@ -230,8 +230,8 @@ async def _drive(manager: KubeClient, plan: BenchPlan, multikueue: bool, timeout
             await asyncio.sleep(0.25)
         await creator
         wall = time.monotonic() - t0
-        unrecorded = await _records_landed(done, RECORD_GRACE_S) if multikueue else ()
-        unrecorded = (*[await _described(manager, key) for key in unrecorded[:3]], *unrecorded[3:])
+        missing = await _records_landed(done, RECORD_GRACE_S) if multikueue else ()
+        unrecorded = (*[await _described(manager, key) for key in missing[:3]], *missing[3:])
     finally:
         follower.cancel()
         if not creator.done():

@@ -166,7 +166,7 @@ def _print_get(args: argparse.Namespace, io: Streams, view: MirrorView, cluster:
                 failed = True
         recs = picked
     if args.output in ("yaml", "json"):
-        if recs:
+        if recs or not args.names:  # kubectl prints an empty List rather than "No resources found"
             docs = [msgspec.json.decode(r.raw) for r in recs]
             io.out.write(_dump(docs, len(args.names) == 1 and len(recs) == 1, args.output))
     elif args.output == "name":
@@ -180,7 +180,7 @@ def _print_get(args: argparse.Namespace, io: Streams, view: MirrorView, cluster:
         now = datetime.now(UTC)
         io.out.write(render(table_for(info.token, objs, now, all_namespaces=info.namespaced and ns is None,
                                       wide=args.output == "wide")))
-    if not recs and not args.names:
+    if not recs and not args.names and args.output not in ("yaml", "json"):
         where = f" in {ns} namespace" if ns else ""
         print(f"No resources found{where}.", file=io.err)
     io.out.flush()
