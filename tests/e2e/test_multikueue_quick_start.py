@@ -2,8 +2,8 @@
 every line runs as a new user would type it (`kq` is this checkout's CLI, in a scratch directory
 where `examples/` is the repository's). Every command exits 0, and before `kq down` the three
 samples' manager Workloads finish, each recording the worker it ran on (Kueue's setup file names
-that MultiKueueCluster `multikueue-test-worker1`), with their manager Jobs complete. A README edit
-that breaks the quick start fails here."""
+that MultiKueueCluster `multikueue-test-worker1`), the manager's Job shows the worker Job's
+completion, and no pod ran on the manager. A README edit that breaks the quick start fails here."""
 
 from __future__ import annotations
 
