@@ -43,6 +43,13 @@ def test_small_bench_through_the_live_stack(tmp_path: Path) -> None:
     assert doc["timedOut"] is False and doc["cmdStats"]["wallMs"] > 0, said
     assert doc["cmdStats"]["maxRssBytes"] > 0 and doc["cmdStats"]["startupMs"] > 0, said
     assert 0 < doc["usagePercent"]["cq"] <= 100, said
+    # The run cut at each class's last finish, in time order; every workload finished in one of them.
+    phases = doc["phases"]
+    assert sorted(p["endsWith"] for p in phases) == ["large", "medium", "small"], said
+    assert [p["startMs"] for p in phases[1:]] == [p["endMs"] for p in phases[:-1]], said
+    # Held is runner-observed: a finish seen after the next admission overlaps them, so not capped at 100.
+    assert sum(p["finished"] for p in phases) == 292 and all(0 < p["heldPercent"] < 150 for p in phases), said
+    assert "phases (each ends when its class's last workload finished" in proc.stdout, said
     # --journal: every finished run is timed from the API's commit times
     assert "quota held beyond runtime" in proc.stdout and "(292)" in proc.stdout, said
     assert (tmp_path / "journal.jsonl").stat().st_size > 0, said

@@ -15,10 +15,13 @@ workload update; everything here is computed from those, the plan and the run's 
   (first seen -> admission seen); class means divide by every workload of the class, as Kueue does.
 - wall: the first moment at or after the last creation when every ClusterQueue's latest report
   shows no pending and no reserving workloads (or the queue is inactive).
+- phases: the run cut where each class's last workload finished; per phase the workloads finished
+  and the mean cpu held by admitted, unfinished workloads, over every cohort's quota (`phases`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -99,6 +102,19 @@ class WLClassFigures(msgspec.Struct, frozen=True, kw_only=True):
     average_time_to_finish_ms: int
 
 
+class Phase(msgspec.Struct, frozen=True, kw_only=True):
+    """A stretch of the run that ends when the last workload of a class finished (runner-observed):
+    how many workloads (of any class) finished in it, and how much of the capacity the admitted,
+    unfinished workloads held on average. A phase that finishes few while holding little had work
+    waiting that the system did not get to: latency or CPU, not quota."""
+
+    ends_with: str  # the class whose last finish ends it
+    start_ms: float
+    end_ms: float
+    finished: int
+    held_percent: float  # mean cpu held over the phase, % of every cohort's nominal quota together
+
+
 class Figures(msgspec.Struct, frozen=True, kw_only=True):
     mode: str
     wall_ms: float | None  # None: never completed
@@ -124,6 +140,7 @@ class Figures(msgspec.Struct, frozen=True, kw_only=True):
     # and shut-down apart), "all" their sum; the bench driver (creating, watching, finishing) apart.
     cpu_ms_per_workload: dict[str, float] = {}
     driver_cpu_ms_per_workload: float | None = None
+    phases: tuple[Phase, ...] = ()
 
 
 # --- completion ----------------------------------------------------------------------------------
@@ -341,6 +358,48 @@ def _quota_peaks(plan: BenchPlan, events: Sequence[WorkloadSeen]) -> tuple[list[
     return sorted(over), peak
 
 
+def phases(plan: BenchPlan, events: Sequence[WorkloadSeen]) -> tuple[Phase, ...]:
+    """The run cut at each class's last finish, in time order (classes with no finish have none).
+    A workload holds its cpu from when it is seen admitted until it is seen finished or no longer
+    admitted, as `_quota_peaks` counts it, but in the runner's time."""
+    workloads = {w.key: w for w in plan.workloads}
+    capacity = sum(cohort_capacity(plan).values())
+    finished_at: dict[str, float] = {}
+    held_since: dict[str, float] = {}
+    intervals: list[tuple[float, float, int]] = []  # (from, to, mCPU)
+    for ev in sorted(events, key=lambda e: e.t_ms):  # stable: one workload's events keep their order
+        w = workloads.get(ev.key)
+        if w is None:
+            continue
+        holding = ev.admitted and not ev.finished
+        since = held_since.get(ev.key)
+        if holding and since is None:
+            held_since[ev.key] = ev.t_ms
+        elif not holding and since is not None:
+            intervals.append((since, ev.t_ms, w.cpu_milli))
+            del held_since[ev.key]
+        if ev.finished and ev.key not in finished_at:
+            finished_at[ev.key] = ev.t_ms
+    last = max((e.t_ms for e in events), default=0.0)
+    intervals += [(since, last, workloads[key].cpu_milli) for key, since in held_since.items()]
+    ends: dict[str, float] = {}
+    for key, t in finished_at.items():
+        cls = workloads[key].class_name
+        ends[cls] = max(ends.get(cls, t), t)
+    out: list[Phase] = []
+    start, counted_from = 0.0, -math.inf  # the first phase counts a finish at its very start too
+    for cls, end in sorted(ends.items(), key=lambda item: (item[1], item[0])):
+        window = end - start
+        held = sum(cpu * (min(to, end) - max(frm, start)) for frm, to, cpu in intervals if frm < end and to > start)
+        out.append(Phase(
+            ends_with=cls, start_ms=start, end_ms=end,
+            finished=sum(1 for t in finished_at.values() if counted_from < t <= end),
+            held_percent=100.0 * held / (capacity * window) if capacity > 0 and window > 0 else 0.0,
+        ))
+        start = counted_from = end
+    return tuple(out)
+
+
 def compute(plan: BenchPlan, log: RunLog) -> Figures:
     queues = {q.name: q for q in plan.queues}
     cq_states: dict[str, _CQState] = {}
@@ -439,6 +498,7 @@ def compute(plan: BenchPlan, log: RunLog) -> Figures:
         processes=tuple(log.processes),
         runner=log.runner,
         cycles=log.cycles,
+        phases=phases(plan, log.workload_events),
         **_run_cpu(log),
     )
 

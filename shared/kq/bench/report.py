@@ -86,6 +86,13 @@ def render(figures: Figures, plan: BenchPlan, *, config: str, mode_detail: str =
     for cls, w in f.wl_classes.items():
         ours = f"{w.average_time_to_admission_ms / 1000:.1f}; {w.average_observed_time_to_admission_ms / 1000:.1f} s"
         row(f"  {cls}", ours, _ref_tta(ref, cls))
+    if len(f.phases) > 1:
+        lines.append("  phases (each ends when its class's last workload finished; runner-observed)")
+        for ph in f.phases:
+            span = (ph.end_ms - ph.start_ms) / 1000
+            rate = f"{ph.finished / span:,.0f}/s" if span > 0 else "-"
+            lines.append(f"    {ph.start_ms / 1000:5.1f}-{ph.end_ms / 1000:5.1f} s  {ph.ends_with:10}"
+                         f"{ph.finished:>8,} finished {rate:>9}   cpu held {ph.held_percent:5.1f} % of quota")
     ev = ", ".join(f"{cls} {w.total_evictions}" for cls, w in f.wl_classes.items())
     lines += [
         "",
@@ -150,6 +157,8 @@ def summary(figures: Figures) -> dict[str, Any]:
         "observedTimeToAdmissionMs": {cls: w.average_observed_time_to_admission_ms for cls, w in f.wl_classes.items()},
         "workloads": {"expected": f.expected, "created": f.created, "admitted": f.admitted, "finished": f.finished},
         "overQuotaClusterQueues": list(f.over_quota),
+        "phases": [{"endsWith": ph.ends_with, "startMs": int(ph.start_ms), "endMs": int(ph.end_ms),
+                    "finished": ph.finished, "heldPercent": round(ph.held_percent, 2)} for ph in f.phases],
         "mode": f.mode,
         "timedOut": f.timed_out,
     }

@@ -182,3 +182,28 @@ def test_cpu_per_workload_leaves_out_the_set_up_and_the_driver() -> None:
     text = render(figures, PLAN, config="x.yaml")
     assert "cpu ms per workload from the queues' creation on: kubesim 2.00, watcher 1.00, all 3.00" in text
     assert "the bench driver (not in all) 0.50" in text
+
+
+def test_phases_end_at_each_class_s_last_finish_with_what_finished_and_the_cpu_held() -> None:
+    # Capacity 20 cpu. large W3 (8 cpu) held 0-200 and W4 (8 cpu) 0-50: the larges end at 200 ms.
+    # small W1 (4 cpu) held 100-300, evicted at 150 and admitted again at 200; W2 (4 cpu) 250-400:
+    # the smalls end at 400 ms.
+    events = [seen(0, W3, "A"), seen(0, W4, "A"), seen(50, W4, "AF"), seen(100, W1, "A"), seen(150, W1, "E"),
+              seen(200, W3, "AF"), seen(200, W1, "A"), seen(250, W2, "A"), seen(300, W1, "AF"), seen(400, W2, "AF")]
+    [large, small] = compute(PLAN, RunLog(mode="live", workload_events=events)).phases
+    assert (large.ends_with, large.start_ms, large.end_ms, large.finished) == ("large", 0.0, 200.0, 2)
+    held_large = 8000 * 200 + 8000 * 50 + 4000 * 50  # W1's run cut by its eviction counts while held
+    assert large.held_percent == pytest.approx(100.0 * held_large / (20_000 * 200))
+    assert (small.ends_with, small.start_ms, small.end_ms, small.finished) == ("small", 200.0, 400.0, 2)
+    assert small.held_percent == pytest.approx(100.0 * (4000 * 100 + 4000 * 150) / (20_000 * 200))
+    text = render(compute(PLAN, RunLog(mode="live", workload_events=events)), PLAN, config="x.yaml")
+    assert "      0.0-  0.2 s  large            2 finished      10/s   cpu held  55.0 % of quota" in text
+    assert "      0.2-  0.4 s  small            2 finished      10/s   cpu held  25.0 % of quota" in text
+
+
+def test_a_workload_still_held_when_the_log_ends_counts_until_its_last_event() -> None:
+    events = [seen(0, W1, "A"), seen(0, W3, "A"), seen(100, W3, "AF")]
+    [large] = compute(PLAN, RunLog(mode="live", workload_events=events)).phases
+    assert large.held_percent == pytest.approx(100.0 * (8000 * 100 + 4000 * 100) / (20_000 * 100))
+    # One phase is no picture: the report leaves it out.
+    assert "phases" not in render(compute(PLAN, RunLog(mode="live", workload_events=events)), PLAN, config="x.yaml")
