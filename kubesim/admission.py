@@ -39,6 +39,7 @@ from kubesim.kueue_webhooks import (
     KueueOptions,
     apply_queue_defaults,
     default_appwrapper,
+    default_managed_by,
     default_ray,
     default_training_job,
     default_trainjob,
@@ -61,6 +62,7 @@ class ClusterAdmission:
         key = rt.key
         # Kueue's webhooks first: the default LocalQueue, and whether it manages an unlabelled object.
         managed = apply_queue_defaults(store, self.kueue, rt, obj)
+        default_managed_by(store, rt, obj)
         if key == "namespaces":
             obj.setdefault("spec", {})["finalizers"] = ["kubernetes"]
             obj["status"] = {"phase": "Active"}

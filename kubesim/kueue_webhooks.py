@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from kq.api.appwrapper import infer_pod_sets
 from kubesim.errors import invalid
-from kubesim.resources import LOCALQUEUES, NAMESPACES, ResourceType
+from kubesim.resources import ADMISSIONCHECKS, CLUSTERQUEUES, LOCALQUEUES, NAMESPACES, ResourceType
 
 if TYPE_CHECKING:
     from kubesim.store import Store
@@ -99,6 +99,56 @@ def apply_queue_defaults(store: Store, opts: KueueOptions, rt: ResourceType, obj
         meta.setdefault("labels", {})[QUEUE_LABEL] = DEFAULT_QUEUE
         return False
     return opts.manage_jobs_without_queue_name and rt.kind not in ("Deployment", "StatefulSet", "LeaderWorkerSet")
+
+
+# Where each kind keeps managedBy, and the value Kueue's webhook may replace: unset, or the kind's own
+# controller (CanDefaultManagedBy of each job framework).
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+_KUBEFLOW = ("runPolicy", "kubeflow.org/training-operator")
+MANAGED_BY: Mapping[str, tuple[str | None, str]] = {
+    "Job": (None, "kubernetes.io/job-controller"),
+    "JobSet": (None, "jobset.sigs.k8s.io/jobset-controller"),
+    "PyTorchJob": _KUBEFLOW, "TFJob": _KUBEFLOW, "XGBoostJob": _KUBEFLOW, "PaddleJob": _KUBEFLOW, "JAXJob": _KUBEFLOW,
+    "MPIJob": ("runPolicy", "kubeflow.org/mpi-operator"),
+    "RayJob": (None, "ray.io/kuberay-operator"),
+    "RayCluster": (None, "ray.io/kuberay-operator"),
+    "TrainJob": (None, "trainer.kubeflow.org/trainjob-controller"),
+    "AppWrapper": (None, "workload.codeflare.dev/appwrapper-controller"),
+}
+
+
+def _multikueue_queue(store: Store, ns: str, local_queue: str) -> bool:
+    """Does the LocalQueue's ClusterQueue carry an AdmissionCheck of MultiKueue's controller?"""
+    lq = store.find(LOCALQUEUES, ns, local_queue)
+    cq_name = ((lq.obj.get("spec") or {}).get("clusterQueue") if lq is not None else None) or ""
+    cq = store.find(CLUSTERQUEUES, "", cq_name) if cq_name else None
+    if cq is None:
+        return False
+    rules = ((cq.obj.get("spec") or {}).get("admissionChecksStrategy") or {}).get("admissionChecks") or ()
+    for rule in rules:
+        ac = store.find(ADMISSIONCHECKS, "", rule.get("name") or "") if isinstance(rule, dict) else None
+        if ac is not None and (ac.obj.get("spec") or {}).get("controllerName") == MULTIKUEUE:
+            return True
+    return False
+
+
+def default_managed_by(store: Store, rt: ResourceType, obj: dict[str, Any]) -> None:
+    """Kueue's ApplyDefaultForManagedBy: a queued object of a kind MultiKueue runs, sent to a
+    ClusterQueue with a MultiKueue check, is managed by MultiKueue unless it names another
+    controller than its own (so the manager never runs it; the worker's copy does)."""
+    where = MANAGED_BY.get(rt.kind)
+    queue = (obj["metadata"].get("labels") or {}).get(QUEUE_LABEL)
+    spec = obj.get("spec")
+    if where is None or not queue or not isinstance(spec, dict) or not _top_level(obj):
+        return
+    parent_field, own = where
+    parent = spec.get(parent_field) or {} if parent_field else spec
+    if not isinstance(parent, dict) or parent.get("managedBy") not in (None, own):
+        return
+    if _multikueue_queue(store, obj["metadata"].get("namespace", ""), queue):
+        parent["managedBy"] = MULTIKUEUE
+        if parent_field:
+            spec[parent_field] = parent
 
 
 def _queued(obj: Mapping[str, Any], managed: bool) -> bool:

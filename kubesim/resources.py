@@ -163,6 +163,8 @@ STATEFULSETS = _BY_KEY["statefulsets.apps"]
 LEADERWORKERSETS = _BY_KEY["leaderworkersets.leaderworkerset.x-k8s.io"]
 WORKLOADS = _BY_KEY["workloads.kueue.x-k8s.io"]
 LOCALQUEUES = _BY_KEY["localqueues.kueue.x-k8s.io"]
+CLUSTERQUEUES = _BY_KEY["clusterqueues.kueue.x-k8s.io"]
+ADMISSIONCHECKS = _BY_KEY["admissionchecks.kueue.x-k8s.io"]
 TRAINING_JOBS = tuple(r for r in RESOURCES if r.group == "kubeflow.org")
 RAYJOBS = _BY_KEY["rayjobs.ray.io"]
 RAYCLUSTERS = _BY_KEY["rayclusters.ray.io"]

@@ -491,7 +491,8 @@ class Term:
         match intent:
             case SetCheck():
                 return SetAdmissionCheckState(id=cid, **base, **wkey, check=check, state=intent.state,
-                                              message=intent.message, cluster_name=intent.cluster_name)
+                                              message=intent.message, cluster_name=intent.cluster_name,
+                                              topology_ready=intent.topology_ready)
             case Nominate():
                 return SetNominatedClusters(id=cid, **base, **wkey, clusters=intent.clusters)
             case Finish():

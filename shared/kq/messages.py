@@ -127,6 +127,9 @@ class SetAdmissionCheckState(_WorkloadCommand, frozen=True, kw_only=True, tag="S
     state: Literal["Pending", "Ready", "Retry", "Rejected"]
     message: str
     cluster_name: str | None = None
+    # Pod sets whose delayed topology request (TAS left to the worker) the winner's copy has placed:
+    # their delayedTopologyRequest goes Pending -> Ready in the same write (Kueue's MultiKueue controller).
+    topology_ready: tuple[str, ...] = ()
 
 
 class SetNominatedClusters(_WorkloadCommand, frozen=True, kw_only=True, tag="SetNominatedClusters"):

@@ -160,3 +160,39 @@ async def test_an_appwrapper_creates_its_components_with_their_podset_infos(
     assert wrapped.spec.template.spec.node_selector == {"pool": "a"}
     assert wrapped.spec.template.metadata.labels["team"] == "x"
     assert wrapped.metadata.owner_references[0].kind == "AppWrapper"
+
+
+async def test_jobs_sent_to_a_multikueue_queue_are_managed_by_multikueue(
+        custom: CustomObjectsApi, batch: BatchV1Api) -> None:
+    # Kueue's ApplyDefaultForManagedBy: the LocalQueue's ClusterQueue has a check of MultiKueue's
+    # controller, so a queued Job (and the other kinds MultiKueue runs) gets spec.managedBy unless it
+    # names another controller than its own; a queue without such a check leaves it alone.
+    async def make(plural: str, name: str, spec: dict[str, Any]) -> None:
+        await custom.create_cluster_custom_object(*KUEUE, plural, {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "metadata": {"name": name}, "spec": spec})
+
+    await make("admissionchecks", "mk", {"controllerName": "kueue.x-k8s.io/multikueue"})
+    await make("admissionchecks", "gate", {"controllerName": "example.com/gate"})
+    for cq, check in (("cq-mk", "mk"), ("cq-gate", "gate")):
+        await make("clusterqueues", cq, {"admissionChecksStrategy": {"admissionChecks": [{"name": check}]}})
+        await custom.create_namespaced_custom_object(*KUEUE, "default", "localqueues", {
+            "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": cq},
+            "spec": {"clusterQueue": cq}})
+
+    def job(name: str, queue: str, managed_by: str | None = None) -> dict[str, Any]:
+        spec: dict[str, Any] = {"template": {"spec": {"restartPolicy": "Never",
+                                                      "containers": [{"name": "c", "image": "busybox"}]}}}
+        if managed_by:
+            spec["managedBy"] = managed_by
+        return {"metadata": {"name": name, "labels": {QUEUE: queue}}, "spec": spec}
+
+    sent = await batch.create_namespaced_job("default", job("sent", "cq-mk"))
+    own = await batch.create_namespaced_job("default", job("own", "cq-mk", "kubernetes.io/job-controller"))
+    other = await batch.create_namespaced_job("default", job("other", "cq-mk", "example.com/mine"))
+    gated = await batch.create_namespaced_job("default", job("gated", "cq-gate"))
+    assert (sent.spec.managed_by, own.spec.managed_by) == ("kueue.x-k8s.io/multikueue",) * 2
+    assert (other.spec.managed_by, gated.spec.managed_by) == ("example.com/mine", None)
+    body = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "pt", "labels": {QUEUE: "cq-mk"}},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": _template(None)}}}}
+    pt = await custom.create_namespaced_custom_object(*KUBEFLOW, "default", "pytorchjobs", body)
+    assert pt["spec"]["runPolicy"]["managedBy"] == "kueue.x-k8s.io/multikueue"

@@ -269,6 +269,9 @@ class Cycle:
         if e.topology:
             pod_sets = tuple(msgspec.structs.replace(ps, topology_assignment=e.topology.get(ps.name))
                              for ps in pod_sets)
+        if e.delayed:
+            pod_sets = tuple(msgspec.structs.replace(ps, delayed_topology_request="Pending") if ps.name in e.delayed
+                             else ps for ps in pod_sets)
         checks = cq.checks_for({f for p in pod_sets for f in p.flavors.values()})
         return AdmissionDecision(
             id=p.ids.next("reserve", w.uid, w.resource_version),

@@ -51,6 +51,7 @@ class Entry:
         "epoch",
         "tainted",
         "topology",
+        "delayed",
     )
 
     def __init__(self, info: PendingInfo, cq: ClusterQueueRuntime, epoch: tuple[int, int]) -> None:
@@ -65,6 +66,7 @@ class Entry:
         self.epoch = epoch
         self.tainted = False  # evaluated while this cycle held capacity for someone else
         self.topology: dict[str, TopologyAssignment] = {}  # TAS: pod set -> the solver's placement
+        self.delayed: frozenset[str] = frozenset()  # TAS pod sets placed elsewhere (MultiKueue's worker)
 
     @property
     def usage(self) -> dict[tuple[str, str], int]:

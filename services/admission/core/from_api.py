@@ -263,7 +263,8 @@ def priority_class(obj: api.WorkloadPriorityClass) -> WorkloadPriorityClass:
 
 def admission_check(obj: api.AdmissionCheck) -> AdmissionCheck:
     cond = find_condition(obj.status.conditions, "Active")
-    return AdmissionCheck(name=obj.metadata.name, active=cond is not None and cond.status == "True")
+    return AdmissionCheck(name=obj.metadata.name, active=cond is not None and cond.status == "True",
+                          controller_name=obj.spec.controller_name)
 
 
 # --- workloads --------------------------------------------------------------------------------------
@@ -392,6 +393,7 @@ def workload_of(
                     ),
                     count=psa.count if psa.count is not None else counts.get(psa.name, 0),
                     topology_assignment=psa.topology_assignment,
+                    delayed_topology_request=psa.delayed_topology_request,
                 )
                 for i, psa in enumerate(status.admission.pod_set_assignments)
             ),

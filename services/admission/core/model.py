@@ -162,6 +162,7 @@ class WorkloadPriorityClass(_Rec, frozen=True, kw_only=True):
 class AdmissionCheck(_Rec, frozen=True, kw_only=True):
     name: str
     active: bool = True
+    controller_name: str = ""  # spec.controllerName: MultiKueue's leaves topology to the worker
 
 
 # --- workloads ------------------------------------------------------------------------------
@@ -184,6 +185,8 @@ class PodSetAssignment(_Rec, frozen=True, kw_only=True):
     resource_usage: dict[str, int]  # resource -> milli-units for all `count` pods
     count: int
     topology_assignment: TopologyAssignment | None = None  # TAS: the solver's placement
+    # TAS left to another cluster (MultiKueue: the worker places it): "Pending", as Kueue writes it
+    delayed_topology_request: Literal["Pending", "Ready"] | None = None
 
 
 class Admission(_Rec, frozen=True, kw_only=True):

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from kq.api.constants import MULTIKUEUE_CONTROLLER_NAME
+
 from . import placements as tas
 from . import workload_sync as ws
 from .decisions import AdmissionDecision, PlacementRequest, PreemptionDecision
@@ -35,6 +37,13 @@ class Cycle(Protocol):
     def reserve(self, cq: ClusterQueueRuntime, usage: dict[FR, int]) -> None: ...
 
 
+def multikueue(p: Parts, cq: ClusterQueueRuntime) -> bool:
+    """Does the queue carry a MultiKueue admission check (Kueue's HasMultiKueueAdmissionCheck)?"""
+    checks = p.tree.admission_checks
+    return any((ac := checks.get(name)) is not None and ac.controller_name == MULTIKUEUE_CONTROLLER_NAME
+               for name in cq.checks)
+
+
 def placed(cycle: Cycle, e: Entry, usage: dict[FR, int]) -> bool:
     """TAS: True when the entry needs no placement or has one; else it asks, preempts or waits."""
     p, info, a = cycle.p, e.info, e.assignment
@@ -47,6 +56,11 @@ def placed(cycle: Cycle, e: Entry, usage: dict[FR, int]) -> bool:
         e.message, e.reason, e.requeue_reason = asks, "Pending", "NoFit"
         return False
     if not asks:
+        return True
+    if multikueue(p, e.cq):
+        # As Kueue's TAS flavor assigner: with MultiKueue the topology is always the worker's to
+        # assign; the manager reserves quota alone and marks the pod sets' request delayed.
+        e.delayed = frozenset(a.name for a in asks)
         return True
     fp = tas.fingerprint(asks)
     if p.placements.stale(info.key, cycle.now):

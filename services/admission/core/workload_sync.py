@@ -73,7 +73,8 @@ def apply_workload(p: Parts, w: Workload) -> None:
     # Admitted by someone else's write while holding the same quota (the watcher sets it with a MultiKueue
     # check's Ready): the Event and metrics of our checks-ready decision are still ours to give.
     admitted_elsewhere = (old is not None and w.admitted and not old.admitted and old.admission is not None
-                          and w.admission == old.admission and not p.ledger.checks_ready_issued(key))
+                          and w.admission is not None and _same_reservation(w.admission, old.admission)
+                          and not p.ledger.checks_ready_issued(key))
     p.book.record(w)
     p.ledger.clear_seen(w)
     _sync_reservation(p, w)
@@ -157,6 +158,15 @@ def priority_class_changed(p: Parts, name: str) -> None:
 
 
 # --- reservations ------------------------------------------------------------------------------------
+
+
+def _same_reservation(a: Admission, b: Admission) -> bool:
+    """The same quota and placements, a delayed topology request's state apart (the watcher marks it
+    Ready in the write that admits a MultiKueue workload whose worker placed it)."""
+    def bare(adm: Admission) -> Admission:
+        return msgspec.structs.replace(adm, pod_sets=tuple(
+            msgspec.structs.replace(ps, delayed_topology_request=None) for ps in adm.pod_sets))
+    return a == b or bare(a) == bare(b)
 
 
 def _sync_reservation(p: Parts, w: Workload) -> None:

@@ -120,6 +120,7 @@ def api_admission(cluster_queue: str, pod_sets: tuple[PodSetAssignment, ...]) ->
                 resource_usage={r: format_quantity(v, r) for r, v in sorted(p.resource_usage.items())},
                 count=p.count,
                 topology_assignment=p.topology_assignment,
+                delayed_topology_request=p.delayed_topology_request,
             )
             for p in pod_sets
         ),

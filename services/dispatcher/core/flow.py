@@ -194,6 +194,17 @@ def reconcile(inp: Inputs, s: Settings) -> Plan:
     return _nominate(inp, s, copies, stale, message)
 
 
+def topology_placed(local: Workload, remote: Workload) -> tuple[str, ...]:
+    """The manager's pod sets whose topology request waits for the worker (delayed, Pending) and that
+    the winner's copy has a topology assignment for (Kueue's needsDelayedTopologyUpdate)."""
+    mine, theirs = local.status.admission, remote.status.admission
+    if mine is None or theirs is None:
+        return ()
+    placed = {p.name for p in theirs.pod_set_assignments if p.topology_assignment is not None}
+    return tuple(p.name for p in mine.pod_set_assignments
+                 if p.name in placed and p.delayed_topology_request == "Pending")
+
+
 def lease_until(wl: Workload) -> float | None:
     text = wl.metadata.annotations.get(LEASE_ANNOTATION)
     if not text:
@@ -226,10 +237,11 @@ def _converge(inp: Inputs, s: Settings, winner: str, copies: dict[str, Workload]
             done = ADAPTERS_BY_TOKEN[token_of(rjob)].finish(rjob)
             if done is not None and state == k.CHECK_READY and local.status.cluster_name == winner:
                 manager.append(Finish(reason=done[0], message=done[1]))
+    placed = topology_placed(local, copies[winner])
     if state not in (k.CHECK_RETRY, k.CHECK_REJECTED) and (
-            state != k.CHECK_READY or local.status.cluster_name != winner):
+            state != k.CHECK_READY or local.status.cluster_name != winner or placed):
         manager.insert(0, SetCheck(state=k.CHECK_READY, message=f'The workload was admitted on "{winner}"',
-                                   cluster_name=winner))
+                                   cluster_name=winner, topology_ready=placed))
     return Plan(delete=others + stale, create_job=create_job, manager=tuple(manager),
                 renew_lease=(winner, renew) if renew is not None else None,
                 wake_in=s.renew_every_s if s.lease_enabled else None, why=f"admitted on {winner}")

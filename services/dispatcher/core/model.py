@@ -101,6 +101,7 @@ class SetCheck(msgspec.Struct, frozen=True, kw_only=True, tag=True):
     state: Literal["Pending", "Ready", "Retry", "Rejected"]
     message: str
     cluster_name: str | None = None
+    topology_ready: tuple[str, ...] = ()  # delayed TAS requests the winner's copy has placed
 
 
 class Nominate(msgspec.Struct, frozen=True, kw_only=True, tag=True):

@@ -161,10 +161,14 @@ def _check_state(cmd: SetAdmissionCheckState, wl: Workload, now: str) -> Plan:
                            message=f"clusterName is {status.cluster_name}, not {cmd.cluster_name}")
         fields = {"cluster_name": cmd.cluster_name, "nominated_cluster_names": ()}
     new = replace(wl, status=replace(status, admission_checks=new_checks, **fields))
-    if not ws.is_admitted(new) and all(c.state == k.CHECK_READY for c in new_checks):
-        # Kueue's workload controller sets Admitted as soon as every check is Ready (SyncAdmittedCondition):
-        # in the same write, the manager Workload is written once instead of twice (the admission service
-        # sees the transition and records the Admitted Event and metrics, services/admission/core/ledger.py).
+    if cmd.cluster_name is not None and cmd.state == k.CHECK_READY:
+        new = ws.with_topology_ready(new, cmd.topology_ready)
+    if (not ws.is_admitted(new) and all(c.state == k.CHECK_READY for c in new_checks)
+            and not ws.topology_pending(new)):
+        # Kueue's workload controller sets Admitted as soon as every check is Ready and no topology
+        # waits (SyncAdmittedCondition): in the same write, the manager Workload is written once
+        # instead of twice (the admission service sees the transition and records the Admitted
+        # Event and metrics, services/admission/core/ledger.py).
         new = ws.set_admitted(new, now)
     return patch_write("workload", wl, new, status=True, why=f"admission check {cmd.check}: {cmd.state}") or Skip(
         reason="Unchanged"

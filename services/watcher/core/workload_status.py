@@ -70,6 +70,26 @@ def is_admitted(wl: Workload) -> bool:
     return condition_is_true(wl.status.conditions, k.WORKLOAD_ADMITTED)
 
 
+def topology_pending(wl: Workload) -> bool:
+    """A pod set whose topology request waits for another cluster (delayed, Pending, unplaced):
+    not Admitted yet (Kueue's HasTopologyAssignmentsPending)."""
+    adm = wl.status.admission
+    return adm is not None and any(p.topology_assignment is None and p.delayed_topology_request == "Pending"
+                                   for p in adm.pod_set_assignments)
+
+
+def with_topology_ready(wl: Workload, pod_sets: tuple[str, ...]) -> Workload:
+    """The named pod sets' delayed topology requests placed (Pending -> Ready), as Kueue's
+    MultiKueue controller writes once the winner's copy has its topology assignment."""
+    adm = wl.status.admission
+    if adm is None or not pod_sets:
+        return wl
+    psas = tuple(replace(p, delayed_topology_request="Ready")
+                 if p.name in pod_sets and p.delayed_topology_request == "Pending" else p
+                 for p in adm.pod_set_assignments)
+    return replace(wl, status=replace(wl.status, admission=replace(adm, pod_set_assignments=psas)))
+
+
 def is_finished(wl: Workload) -> bool:
     return condition_is_true(wl.status.conditions, k.WORKLOAD_FINISHED)
 

@@ -9,7 +9,7 @@ from msgspec.structs import replace
 
 from kq.api.topology import TopologyDomain, compact_topology_assignment
 from kq.api.workload import PodSetTopologyRequest
-from services.admission.core.model import PlacementAnswer, Topology
+from services.admission.core.model import AdmissionCheck, PlacementAnswer, Topology
 
 RACK = "cloud.provider.com/topology-rack"
 ASSIGNMENT = compact_topology_assignment(("kubernetes.io/hostname",), [TopologyDomain(("x1",), 2)])
@@ -195,3 +195,49 @@ def test_an_answer_whose_victims_are_all_gone_is_asked_again() -> None:
     [again] = r.placements
     assert again.workload == "default/high" and again.id != req.id and again.candidates == ()
     assert r.preemptions == ()
+
+
+def _multikueue_world(controller: str = "kueue.x-k8s.io/multikueue"):
+    w = world(cq("cq").flavor("tas", cpu="8").check("mk").obj())
+    w.apply(replace(flavor("tas"), topology_name="dc"))
+    w.apply(Topology(name="dc"))
+    w.apply(AdmissionCheck(name="mk", controller_name=controller))
+    return w
+
+
+def test_a_multikueue_queue_reserves_without_a_placement_and_marks_the_request_delayed() -> None:
+    # Kueue's TAS flavor assigner: with MultiKueue the worker assigns the topology, so the manager
+    # asks no solver (it has no nodes for the flavor) and writes delayedTopologyRequest: Pending.
+    w = _multikueue_world()
+    w.apply(_tas_wl("default/a"))
+    w.apply(wl("default/b").queue("cq").pods("main", 1, cpu="1").obj())  # implied TAS (every flavor is)
+    first, second = w.step(1.0, echo=False), w.step(1.1, echo=False)  # one head of the queue a cycle
+    assert first.placements == second.placements == ()
+    by = {d.workload: d for d in first.admissions + second.admissions}
+    assert sorted(by) == ["default/a", "default/b"]
+    for d in by.values():
+        [ps] = d.pod_sets
+        assert (ps.delayed_topology_request, ps.topology_assignment) == ("Pending", None), ps
+        assert d.admission_checks == ("mk",) and not d.admitted
+
+
+def test_another_controller_s_check_still_asks_for_a_placement() -> None:
+    w = _multikueue_world(controller="example.com/gate")
+    w.apply(_tas_wl("default/a"))
+    r = w.step(1.0, echo=False)
+    assert r.admissions == () and [p.workload for p in r.placements] == ["default/a"]
+
+
+def test_a_delayed_topology_keeps_a_multikueue_workload_unadmitted_until_the_worker_placed_it() -> None:
+    # Kueue's SyncAdmittedCondition: every check Ready is not enough while a pod set's topology
+    # request is delayed and Pending; the dispatcher's Ready marks it Ready once the worker placed it.
+    w = _multikueue_world()
+    w.apply(_tas_wl("default/a"))
+    w.step(1.0)  # reserved, the echo applied
+    w.set_checks("default/a", mk="Ready")
+    assert w.step(2.0).checks_ready == ()
+    adm = w.records["default/a"].admission
+    assert adm is not None
+    ready = replace(adm, pod_sets=tuple(replace(ps, delayed_topology_request="Ready") for ps in adm.pod_sets))
+    w.update("default/a", admission=ready)
+    assert [c.workload for c in w.step(3.0).checks_ready] == ["default/a"]

@@ -9,8 +9,9 @@ from unit.multikueue.mk_builders import SETTINGS, cond, copy, inputs, job, jobse
 
 from kq.api import constants as k
 from kq.api.core import CoreCondition, JobSetStatus, JobStatus, ReplicatedJobStatus
-from kq.api.kueue import Workload
+from kq.api.kueue import Admission, PodSetAssignment, Workload
 from kq.api.meta import OwnerReference
+from kq.api.workload import TopologyAssignment
 from services.dispatcher.core.copies import remote_copy
 from services.dispatcher.core.flow import reconcile
 from services.dispatcher.core.guard import expired_copies
@@ -281,3 +282,34 @@ def test_jobset_copy_is_suspended_without_managed_by_and_labelled() -> None:
     assert out["metadata"]["labels"] == {k.QUEUE_NAME_LABEL: "q", k.PREBUILT_WORKLOAD_LABEL: "jobset-js-123",
                                          k.MULTIKUEUE_ORIGIN_LABEL: "mk"}
     assert "uid" not in out["metadata"] and "resourceVersion" not in out["metadata"]
+
+
+def _delayed(wl: Workload, state: str = "Pending") -> Workload:
+    adm = wl.status.admission
+    assert adm is not None
+    psas = tuple(replace(p, delayed_topology_request=state) for p in adm.pod_set_assignments)
+    return replace(wl, status=replace(wl.status, admission=replace(adm, pod_set_assignments=psas)))
+
+
+def _placed(wl: Workload) -> Workload:
+    placement = TopologyAssignment(levels=("kubernetes.io/hostname",), slices=())
+    admission = Admission(cluster_queue="worker-cq", pod_set_assignments=(
+        PodSetAssignment(name="main", topology_assignment=placement),))
+    return replace(wl, status=replace(wl.status, admission=admission))
+
+
+def test_the_winner_s_topology_readies_the_manager_s_delayed_request_with_its_check() -> None:
+    # MultiKueue with TAS: the manager reserved without a placement (delayed, Pending); the winner's
+    # copy was placed by its worker, so the check's Ready marks the request Ready in the same write,
+    # and again later if the check was Ready before the placement showed (Kueue's needsDelayedTopologyUpdate).
+    remotes = {"w1": _placed(copy(admitted_at="2026-01-01T00:00:05Z"))}
+    plan = reconcile(inputs(_delayed(local(nominated=("w1",))), remotes=remotes), SETTINGS)
+    assert _first_check(plan) == SetCheck(state="Ready", message='The workload was admitted on "w1"',
+                                          cluster_name="w1", topology_ready=("main",))
+    ready = _delayed(local(state="Ready", cluster="w1"))
+    plan = reconcile(inputs(ready, remotes=remotes, jobs={"w1": job()}), SETTINGS)
+    assert _first_check(plan).topology_ready == ("main",)
+    done = _delayed(local(state="Ready", cluster="w1"), "Ready")
+    assert reconcile(inputs(done, remotes=remotes, jobs={"w1": job()}), SETTINGS).manager == ()
+    unplaced = {"w1": copy(admitted_at="2026-01-01T00:00:05Z")}
+    assert _first_check(reconcile(inputs(_delayed(local()), remotes=unplaced), SETTINGS)).topology_ready == ()

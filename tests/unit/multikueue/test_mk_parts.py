@@ -24,6 +24,7 @@ from kq.api.kueue import (
     MultiKueueClusterStatus,
     MultiKueueConfig,
     MultiKueueConfigSpec,
+    Workload,
 )
 from kq.api.meta import ObjectMeta
 from kq.kubeconfigs import KubeconfigError, kubeconfig_from_secret, kubeconfig_from_text
@@ -224,3 +225,23 @@ def test_a_finished_workload_still_takes_the_record_of_where_it_ran() -> None:
         assert isinstance(plan, Refusal) and plan.reason == "Finished"
     missing = plan_mk(replace(ready, check="nope"), fin, "T")
     assert isinstance(missing, Refusal) and missing.reason == "NoSuchAdmissionCheck"
+
+
+def _delayed(wl: Workload) -> Workload:
+    adm = wl.status.admission
+    assert adm is not None
+    psas = tuple(replace(p, delayed_topology_request="Pending") for p in adm.pod_set_assignments)
+    return replace(wl, status=replace(wl.status, admission=replace(adm, pod_set_assignments=psas)))
+
+
+def test_a_delayed_topology_admits_only_once_the_winner_placed_it() -> None:
+    """Kueue's SyncAdmittedCondition: no Admitted while a pod set's topology request waits (delayed,
+    Pending, unplaced); the winner's check names the pod sets its worker placed, made Ready with it."""
+    ready = SetAdmissionCheckState(**_W, check="mk", state="Ready", message="ok", cluster_name="w1")
+    waiting = plan_mk(ready, _delayed(local()), "T")
+    assert isinstance(waiting, Write) and b'"Admitted"' not in waiting.patch
+    placed = plan_mk(replace(ready, topology_ready=("main",)), _delayed(local()), "T")
+    assert isinstance(placed, Write)
+    status = msgspec.json.decode(placed.patch)["status"]
+    assert [p["delayedTopologyRequest"] for p in status["admission"]["podSetAssignments"]] == ["Ready"]
+    assert any(c["type"] == k.WORKLOAD_ADMITTED and c["status"] == "True" for c in status["conditions"])
