@@ -204,6 +204,12 @@ REJECTIONS = [
         ['spec.fairSharing.weight: bad quantity "1.2.3"'],
     ),
     (
+        # Kueue's docs example (admin/concurrent-admission-setup.yaml) needs its alpha gate; kq has no such feature.
+        "concurrent-admission-not-implemented",
+        _cq("concurrentAdmissionPolicy: {migration: {mode: TryPreferredFlavors}}\n"),
+        ["spec.concurrentAdmissionPolicy: not supported: kq does not implement Kueue's ConcurrentAdmission (alpha)"],
+    ),
+    (
         "bad-job-request",
         "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: ns}\nspec:\n  template:\n    spec:\n"
         "      containers:\n      - {name: c, resources: {requests: {cpu: 1ii}}}\n",

@@ -140,6 +140,11 @@ def _cluster_queue(cq: kueue.ClusterQueue) -> list[FieldError]:
     errors = _resource_groups(spec.resource_groups, bool(spec.cohort_name), False, "spec.resourceGroups")
     errors += _selector(spec.namespace_selector, "spec.namespaceSelector")
     errors += _fair_sharing(spec.fair_sharing, "spec.fairSharing")
+    if spec.concurrent_admission_policy is not None:
+        # Kueue ignores it unless its alpha ConcurrentAdmission gate is on; kq has no such feature,
+        # so a policy the user means to take effect is refused rather than ignored.
+        errors.append(FieldError("spec.concurrentAdmissionPolicy",
+                                 "not supported: kq does not implement Kueue's ConcurrentAdmission (alpha)"))
     p = spec.preemption
     if p.reclaim_within_cohort == "Never" and p.borrow_within_cohort.policy != "Never":
         errors.append(
