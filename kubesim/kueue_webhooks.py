@@ -23,6 +23,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kq.api.appwrapper import infer_pod_sets
+from kubesim.controllers.appwrappers import APPWRAPPER_CONTROLLER
+from kubesim.controllers.jobs import JOB_CONTROLLER
+from kubesim.controllers.jobsets import JOBSET_CONTROLLER
+from kubesim.controllers.ray import KUBERAY_CONTROLLER
+from kubesim.controllers.training import MPI_OPERATOR, TRAINING_OPERATOR
+from kubesim.controllers.trainjobs import TRAINER_CONTROLLER
 from kubesim.errors import invalid
 from kubesim.resources import ADMISSIONCHECKS, CLUSTERQUEUES, LOCALQUEUES, NAMESPACES, ResourceType
 
@@ -102,18 +108,18 @@ def apply_queue_defaults(store: Store, opts: KueueOptions, rt: ResourceType, obj
 
 
 # Where each kind keeps managedBy, and the value Kueue's webhook may replace: unset, or the kind's own
-# controller (CanDefaultManagedBy of each job framework).
+# controller (CanDefaultManagedBy of each job framework), as kubesim's controllers name it.
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
-_KUBEFLOW = ("runPolicy", "kubeflow.org/training-operator")
+_KUBEFLOW = ("runPolicy", TRAINING_OPERATOR)
 MANAGED_BY: Mapping[str, tuple[str | None, str]] = {
-    "Job": (None, "kubernetes.io/job-controller"),
-    "JobSet": (None, "jobset.sigs.k8s.io/jobset-controller"),
+    "Job": (None, JOB_CONTROLLER),
+    "JobSet": (None, JOBSET_CONTROLLER),
     "PyTorchJob": _KUBEFLOW, "TFJob": _KUBEFLOW, "XGBoostJob": _KUBEFLOW, "PaddleJob": _KUBEFLOW, "JAXJob": _KUBEFLOW,
-    "MPIJob": ("runPolicy", "kubeflow.org/mpi-operator"),
-    "RayJob": (None, "ray.io/kuberay-operator"),
-    "RayCluster": (None, "ray.io/kuberay-operator"),
-    "TrainJob": (None, "trainer.kubeflow.org/trainjob-controller"),
-    "AppWrapper": (None, "workload.codeflare.dev/appwrapper-controller"),
+    "MPIJob": ("runPolicy", MPI_OPERATOR),
+    "RayJob": (None, KUBERAY_CONTROLLER),
+    "RayCluster": (None, KUBERAY_CONTROLLER),
+    "TrainJob": (None, TRAINER_CONTROLLER),
+    "AppWrapper": (None, APPWRAPPER_CONTROLLER),
 }
 
 

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 _copy = msgspec.json.Decoder().decode
 _enc = msgspec.json.Encoder().encode
-CONTROLLER = (None, "", "workload.codeflare.dev/appwrapper-controller")
+APPWRAPPER_CONTROLLER = "workload.codeflare.dev/appwrapper-controller"
+CONTROLLER = (None, "", APPWRAPPER_CONTROLLER)
 LABEL = "workload.codeflare.dev/appwrapper"
 Key = tuple[str, str]
 

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 _copy = msgspec.json.Decoder().decode
 _enc = msgspec.json.Encoder().encode
-KUBERAY = (None, "", "ray.io/kuberay-operator")
+KUBERAY_CONTROLLER = "ray.io/kuberay-operator"
+KUBERAY = (None, "", KUBERAY_CONTROLLER)
 CLUSTER_LABEL = "ray.io/cluster"
 Key = tuple[str, str]
 

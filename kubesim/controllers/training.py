@@ -41,7 +41,9 @@ KINDS: dict[str, tuple[str, tuple[str, ...]]] = {
     "MPIJob": ("mpiReplicaSpecs", ("Launcher", "Worker")),
 }
 _LEADERS = ("Launcher", "Chief", "Master")
-OPERATORS = (None, "", "kubeflow.org/training-operator", "kubeflow.org/mpi-operator")
+TRAINING_OPERATOR = "kubeflow.org/training-operator"
+MPI_OPERATOR = "kubeflow.org/mpi-operator"
+OPERATORS = (None, "", TRAINING_OPERATOR, MPI_OPERATOR)
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
 Key = tuple[str, str, str]  # kind, namespace, name
 

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 _copy = msgspec.json.Decoder().decode
 _enc = msgspec.json.Encoder().encode
-TRAINER = (None, "", "trainer.kubeflow.org/trainjob-controller")
+TRAINER_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
+TRAINER = (None, "", TRAINER_CONTROLLER)
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 Key = tuple[str, str]
 

@@ -71,9 +71,8 @@ def evaluate(p: Parts, w: Workload) -> None:
     if not w.admitted:
         required = cq.checks_for(info.flavors())
         present = {c.name for c in w.admission_checks}
-        topology_waits = info.admission is not None and any(
-            ps.topology_assignment is None and ps.delayed_topology_request == "Pending"
-            for ps in info.admission.pod_sets)
+        topology_waits = any(ps.topology_assignment is None and ps.delayed_topology_request == "Pending"
+                             for ps in info.admission.pod_sets)
         if (all(r in present for r in required) and all(c.state == "Ready" for c in w.admission_checks)
                 and not topology_waits):  # Kueue's SyncAdmittedCondition: no delayed topology still pending
             p.ledger.issue_checks_ready(w, info.cq)
