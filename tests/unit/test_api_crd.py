@@ -52,7 +52,7 @@ status:
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata: {name: lq, namespace: ns}
-spec: {clusterQueue: cq, fairSharing: {weight: 1}}
+spec: {clusterQueue: cq}
 status: {pendingWorkloads: 0, flavorsUsage: [{name: spot, resources: [{name: cpu, total: 1500m}]}]}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2

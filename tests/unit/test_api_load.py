@@ -210,6 +210,18 @@ REJECTIONS = [
         ["spec.concurrentAdmissionPolicy: not supported: kq does not implement Kueue's ConcurrentAdmission (alpha)"],
     ),
     (
+        # Kueue's docs example (admission-fs/admission-fair-sharing-setup.yaml): kq has no admission fair sharing.
+        "admission-fair-sharing-not-implemented",
+        _cq("admissionScope: {admissionMode: UsageBasedAdmissionFairSharing}\n"),
+        ["spec.admissionScope.admissionMode: not supported: kq does not implement Kueue's admission fair sharing"],
+    ),
+    (
+        "local-queue-weight-is-admission-fair-sharing",
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {name: lq, namespace: ns}\n"
+        "spec: {clusterQueue: cq, fairSharing: {weight: '1'}}\n",
+        ["spec.fairSharing: not supported: kq does not implement Kueue's admission fair sharing"],
+    ),
+    (
         "bad-job-request",
         "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, namespace: ns}\nspec:\n  template:\n    spec:\n"
         "      containers:\n      - {name: c, resources: {requests: {cpu: 1ii}}}\n",

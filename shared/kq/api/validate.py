@@ -140,6 +140,8 @@ def _cluster_queue(cq: kueue.ClusterQueue) -> list[FieldError]:
     errors = _resource_groups(spec.resource_groups, bool(spec.cohort_name), False, "spec.resourceGroups")
     errors += _selector(spec.namespace_selector, "spec.namespaceSelector")
     errors += _fair_sharing(spec.fair_sharing, "spec.fairSharing")
+    if spec.admission_scope is not None and spec.admission_scope.admission_mode == "UsageBasedAdmissionFairSharing":
+        errors.append(FieldError("spec.admissionScope.admissionMode", _NO_AFS))
     if spec.concurrent_admission_policy is not None:
         # Kueue ignores it unless its alpha ConcurrentAdmission gate is on; kq has no such feature,
         # so a policy the user means to take effect is refused rather than ignored.
@@ -179,8 +181,12 @@ def _cohort(c: kueue.Cohort) -> list[FieldError]:
     return errors + _fair_sharing(c.spec.fair_sharing, "spec.fairSharing")
 
 
+_NO_AFS = "not supported: kq does not implement Kueue's admission fair sharing"
+
+
 def _local_queue(lq: kueue.LocalQueue) -> list[FieldError]:
-    return _fair_sharing(lq.spec.fair_sharing, "spec.fairSharing")
+    # A LocalQueue's weight is read only by admission fair sharing: refused rather than ignored.
+    return [FieldError("spec.fairSharing", _NO_AFS)] if lq.spec.fair_sharing is not None else []
 
 
 def _topology(t: kueue.Topology) -> list[FieldError]:
